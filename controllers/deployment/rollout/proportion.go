@@ -1,0 +1,47 @@
+package rollout
+
+import (
+	"math"
+
+	appsv1 "k8s.io/api/apps/v1"
+)
+
+// ReplicaSetProportion returns by how much one active ReplicaSet should change when a
+// scaling event distributes toAdd replicas (negative when shrinking) over several
+// ReplicaSets, of which added have been handed out already. The share is clamped so
+// that the running total never overshoots toAdd; a ReplicaSet of size 0 never grows,
+// because proportions of zero are meaningless.
+func ReplicaSetProportion(rs *appsv1.ReplicaSet, d *appsv1.Deployment, toAdd, added int32) int32 {
+	if rs == nil || SpecReplicas(rs) == 0 || toAdd == 0 || toAdd == added {
+		return 0
+	}
+	fraction := replicaSetFraction(rs, d)
+	allowed := toAdd - added
+	if toAdd > 0 {
+		return min(fraction, allowed)
+	}
+	return max(fraction, allowed)
+}
+
+// replicaSetFraction scales the ReplicaSet's size by the ratio of the Deployment's new
+// maximum (spec.replicas+maxSurge) to the maximum recorded in its max-replicas
+// annotation, and returns the difference, rounded half away from zero like upstream.
+// When the annotation is missing or 0 (a third party removed it), the Deployment's
+// status.replicas stands in; if that is 0 too, the ReplicaSet is left alone.
+func replicaSetFraction(rs *appsv1.ReplicaSet, d *appsv1.Deployment) int32 {
+	if DesiredReplicas(d) == 0 {
+		return -SpecReplicas(rs)
+	}
+	deploymentMaxReplicas := DesiredReplicas(d) + MaxSurge(d)
+	maxBeforeScale, ok, _ := nonNegativeInt32Annotation(rs, MaxReplicasAnnotation)
+	if !ok || maxBeforeScale == 0 {
+		maxBeforeScale = d.Status.Replicas
+		if maxBeforeScale == 0 {
+			return 0
+		}
+	}
+	// The product is taken in 64 bits; upstream multiplies in int32 and would overflow
+	// only for sizes no cluster reaches.
+	newSize := float64(int64(SpecReplicas(rs))*int64(deploymentMaxReplicas)) / float64(maxBeforeScale)
+	return int32(math.Round(newSize)) - SpecReplicas(rs)
+}
