@@ -189,7 +189,9 @@ func TestDeletePodReportsEventsAndAllowsMissingPods(t *testing.T) {
 			[]string{"Normal SuccessfulDelete Deleted pod: web-1"}, true},
 		{"missing pod is NotFound without an event", false, nil, apierrors.IsNotFound, nil, false},
 		{"failed delete is reported", true, errors.New("etcd timeout"),
-			func(err error) bool { return err != nil && strings.Contains(err.Error(), "unable to delete pods: etcd timeout") },
+			func(err error) bool {
+				return err != nil && strings.Contains(err.Error(), "unable to delete pods: etcd timeout")
+			},
 			[]string{"Warning FailedDelete Error deleting: etcd timeout"}, false},
 	}
 	for _, tt := range tests {
