@@ -1,0 +1,38 @@
+package options
+
+import (
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/mini-kcm/mini-kcm/controllers"
+)
+
+// Config is the validated configuration of one mini-kcm process.
+type Config struct {
+	// RESTConfig reaches the apiserver, with --kube-api-qps, --kube-api-burst and
+	// --kube-api-content-type applied. Every client is built from a copy of it.
+	RESTConfig *rest.Config
+	// EnabledControllers lists, sorted, the canonical names of the controllers to run.
+	EnabledControllers []string
+	// Controllers holds the settings handed to the controllers.
+	Controllers controllers.Config
+	// MinResyncPeriod is the lower bound of the shared informers' resync period.
+	MinResyncPeriod time.Duration
+	// ControllerShutdownTimeout bounds the wait for controllers on shutdown; 0 waits forever.
+	ControllerShutdownTimeout time.Duration
+	// LeaderElection configures the election.
+	LeaderElection LeaderElectionOptions
+	// Serving configures the health, metrics and debug endpoint.
+	Serving ServingConfig
+}
+
+// ServingConfig configures the health, metrics and debug endpoint.
+type ServingConfig struct {
+	// BindAddress is the IP address to listen on.
+	BindAddress string
+	// Port is the TCP port; 0 means no serving.
+	Port int
+	// EnableProfiling serves /debug/pprof.
+	EnableProfiling bool
+}

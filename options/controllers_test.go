@@ -1,0 +1,115 @@
+package options
+
+import (
+	"context"
+	"reflect"
+	"strings"
+	"testing"
+
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+
+	"github.com/mini-kcm/mini-kcm/controllers"
+)
+
+// testRegistry mirrors the product's controllers plus one disabled by default, so that
+// every branch of the --controllers rules is reachable.
+func testRegistry(t *testing.T) *controllers.Registry {
+	t.Helper()
+	noop := func(context.Context, controllers.Context) (controllers.Controller, error) { return nil, nil }
+	reg, err := controllers.NewRegistry(
+		controllers.Descriptor{Name: "replicaset-controller", Aliases: []string{"replicaset"}, New: noop},
+		controllers.Descriptor{Name: "deployment-controller", Aliases: []string{"deployment"}, New: noop},
+		controllers.Descriptor{Name: "endpoints-controller", Aliases: []string{"endpoints", "endpoint"}, New: noop},
+		controllers.Descriptor{Name: "tokencleaner-controller", DisabledByDefault: true, New: noop},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+func TestControllersFlagSelectsControllersLikeUpstream(t *testing.T) {
+	allOn := []string{"deployment-controller", "endpoints-controller", "replicaset-controller"}
+	tests := []struct {
+		name        string
+		entries     []string
+		wantEnabled []string
+		wantErrs    []string
+	}{
+		{name: "star enables on-by-default controllers", entries: []string{"*"}, wantEnabled: allOn},
+		{name: "minus disables one", entries: []string{"*", "-replicaset-controller"},
+			wantEnabled: []string{"deployment-controller", "endpoints-controller"}},
+		{name: "a name alone enables only that one", entries: []string{"deployment-controller"},
+			wantEnabled: []string{"deployment-controller"}},
+		{name: "aliases are canonicalised", entries: []string{"*", "-replicaset", "-endpoint"},
+			wantEnabled: []string{"deployment-controller"}},
+		{name: "a name enables a disabled-by-default controller", entries: []string{"*", "tokencleaner-controller"},
+			wantEnabled: append([]string{"deployment-controller", "endpoints-controller", "replicaset-controller"}, "tokencleaner-controller")},
+		{name: "the first match wins, enabling", entries: []string{"replicaset", "-replicaset"},
+			wantEnabled: []string{"replicaset-controller"}},
+		{name: "the first match wins, disabling", entries: []string{"-replicaset-controller", "*", "replicaset"},
+			wantEnabled: []string{"deployment-controller", "endpoints-controller"}},
+		{name: "an empty list enables nothing without error", entries: []string{}, wantEnabled: []string{}},
+		{name: "an unknown name is an error", entries: []string{"foo"},
+			wantErrs: []string{`"foo" is not in the list of known controllers`}},
+		{name: "every unknown name is reported, without its minus", entries: []string{"-foo", "bar", "replicaset"},
+			wantErrs: []string{`"foo" is not in the list of known controllers`, `"bar" is not in the list of known controllers`}},
+		{name: "minus star is an error", entries: []string{"-*"},
+			wantErrs: []string{`"*" is not in the list of known controllers`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := testRegistry(t)
+			errs := validateControllers(reg, tc.entries)
+			var got []string
+			for _, err := range errs {
+				got = append(got, err.Error())
+			}
+			if !reflect.DeepEqual(got, tc.wantErrs) {
+				t.Fatalf("errors = %q, want %q", got, tc.wantErrs)
+			}
+			if len(errs) > 0 {
+				return
+			}
+			if enabled := enabledControllers(reg, tc.entries); !reflect.DeepEqual(enabled, tc.wantEnabled) {
+				t.Errorf("enabled = %q, want %q", enabled, tc.wantEnabled)
+			}
+		})
+	}
+}
+
+func TestControllersFlagParsesEmptyValueAsNothingEnabled(t *testing.T) {
+	reg := testRegistry(t)
+	o := NewOptions()
+	fss := o.Flags(reg)
+	if err := fss.FlagSet("generic").Parse([]string{"--controllers="}); err != nil {
+		t.Fatal(err)
+	}
+	if errs := validateControllers(reg, o.Generic.Controllers); len(errs) > 0 {
+		t.Fatalf("unexpected errors: %v", errs)
+	}
+	if enabled := enabledControllers(reg, o.Generic.Controllers); len(enabled) != 0 {
+		t.Errorf("enabled = %q, want none", enabled)
+	}
+}
+
+func TestUnknownControllersAreAggregatedIntoOneError(t *testing.T) {
+	reg := testRegistry(t)
+	err := utilerrors.NewAggregate(validateControllers(reg, []string{"-foo", "bar"}))
+	want := `["foo" is not in the list of known controllers, "bar" is not in the list of known controllers]`
+	if err == nil || err.Error() != want {
+		t.Errorf("error = %v, want %s", err, want)
+	}
+}
+
+func TestControllersHelpListsAllAndDisabledByDefault(t *testing.T) {
+	help := controllersHelp(testRegistry(t))
+	for _, want := range []string{
+		"All controllers: deployment-controller, endpoints-controller, replicaset-controller, tokencleaner-controller",
+		"Disabled-by-default controllers: tokencleaner-controller",
+	} {
+		if !strings.Contains(help, want) {
+			t.Errorf("help %q does not contain %q", help, want)
+		}
+	}
+}

@@ -1,0 +1,55 @@
+package options
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/mini-kcm/mini-kcm/controllers"
+)
+
+// EndpointsOptions holds the flags of the Endpoints controller.
+type EndpointsOptions struct {
+	// ConcurrentSyncs is the number of Services synced in parallel.
+	ConcurrentSyncs int32
+	// UpdatesBatchPeriod delays pod-driven Service syncs to merge several pod changes
+	// into one Endpoints write.
+	UpdatesBatchPeriod time.Duration
+}
+
+// NewEndpointsOptions returns the upstream defaults.
+func NewEndpointsOptions() *EndpointsOptions {
+	return &EndpointsOptions{ConcurrentSyncs: 5}
+}
+
+// Section names the --help section, after the controller.
+func (o *EndpointsOptions) Section() string { return "endpoints-controller" }
+
+// AddFlags adds the controller's flags to fs.
+func (o *EndpointsOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.Int32Var(&o.ConcurrentSyncs, "concurrent-endpoint-syncs", o.ConcurrentSyncs,
+		"The number of endpoint syncing operations that will be done concurrently. Larger number = faster "+
+			"endpoint updating, but more CPU (and network) load.")
+	fs.DurationVar(&o.UpdatesBatchPeriod, "endpoint-updates-batch-period", o.UpdatesBatchPeriod,
+		"The length of endpoint updates batching period. Processing of pod changes will be delayed by this "+
+			"duration to join them with potential upcoming updates and reduce the overall number of endpoints "+
+			"updates. Larger number = higher endpoint programming latency, but lower number of endpoints "+
+			"revisions generated. 0 processes every pod change at once.")
+}
+
+// Validate rejects a worker count that would leave the controller idle and a negative
+// batch period.
+func (o *EndpointsOptions) Validate() []error {
+	errs := validatePositive("concurrent-endpoint-syncs", o.ConcurrentSyncs)
+	if o.UpdatesBatchPeriod < 0 {
+		errs = append(errs, fmt.Errorf("--endpoint-updates-batch-period must not be negative, got %s", o.UpdatesBatchPeriod))
+	}
+	return errs
+}
+
+// ApplyTo copies the options into the controllers' configuration.
+func (o *EndpointsOptions) ApplyTo(cfg *controllers.Config) {
+	cfg.Endpoints.ConcurrentSyncs = int(o.ConcurrentSyncs)
+	cfg.Endpoints.UpdatesBatchPeriod = o.UpdatesBatchPeriod
+}

@@ -1,0 +1,122 @@
+package options
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// jitterFactor is client-go's leader election jitter: a renewal attempt may start up to
+// 1.2 retry periods after the previous one.
+const jitterFactor = 1.2
+
+// LeaderElectionOptions holds the leader election flags, named as in every
+// Kubernetes component.
+type LeaderElectionOptions struct {
+	// LeaderElect turns leader election on.
+	LeaderElect bool
+	// LeaseDuration is how long standbys wait after the last observed renewal before
+	// they take over.
+	LeaseDuration time.Duration
+	// RenewDeadline is how long the leader keeps retrying a renewal before it gives up.
+	RenewDeadline time.Duration
+	// RetryPeriod is the time between two acquisition or renewal attempts.
+	RetryPeriod time.Duration
+	// ResourceLock is the lock type; only "leases" exists.
+	ResourceLock string
+	// ResourceName and ResourceNamespace locate the Lease.
+	ResourceName      string
+	ResourceNamespace string
+}
+
+// NewLeaderElectionOptions returns the defaults of kube-controller-manager, with a lease
+// name of our own so that mini-kcm and kube-controller-manager never fight over one lock.
+func NewLeaderElectionOptions() *LeaderElectionOptions {
+	return &LeaderElectionOptions{
+		LeaderElect:       true,
+		LeaseDuration:     15 * time.Second,
+		RenewDeadline:     10 * time.Second,
+		RetryPeriod:       2 * time.Second,
+		ResourceLock:      "leases",
+		ResourceName:      "mini-kube-controller-manager",
+		ResourceNamespace: "kube-system",
+	}
+}
+
+// AddFlags adds the leader election flags to fs.
+func (o *LeaderElectionOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect,
+		"Start a leader election client and gain leadership before executing the main loop. Enable this when "+
+			"running replicated components for high availability; with false, every replica runs the controllers.")
+	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration,
+		"The duration that non-leader candidates will wait after observing a leadership renewal until "+
+			"attempting to acquire leadership of a led but unrenewed leader slot. This is effectively the "+
+			"maximum duration that a leader can be stopped before it is replaced by another candidate. Shorter = "+
+			"faster fail-over, but less tolerance for clock rate differences and apiserver latency.")
+	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline,
+		"The interval between attempts by the acting master to renew a leadership slot before it stops "+
+			"leading. Must be less than the lease duration and more than 1.2 times the retry period.")
+	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod,
+		"The duration the clients should wait between attempting acquisition and renewal of a leadership. "+
+			"Shorter = faster take-over of a released lease, but more apiserver writes.")
+	fs.StringVar(&o.ResourceLock, "leader-elect-resource-lock", o.ResourceLock,
+		"The type of resource object that is used for locking during leader election. Supported options are 'leases'.")
+	fs.StringVar(&o.ResourceName, "leader-elect-resource-name", o.ResourceName,
+		"The name of resource object that is used for locking during leader election.")
+	fs.StringVar(&o.ResourceNamespace, "leader-elect-resource-namespace", o.ResourceNamespace,
+		"The namespace of resource object that is used for locking during leader election.")
+}
+
+// Validate checks the lock and the timing of the election. client-go panics at run time
+// on inconsistent durations; checking them here turns that into a flag error that says
+// which flags to change.
+func (o *LeaderElectionOptions) Validate() []error {
+	if !o.LeaderElect {
+		return nil
+	}
+	var errs []error
+	if o.ResourceLock != "leases" {
+		errs = append(errs, fmt.Errorf(`--leader-elect-resource-lock must be "leases", got %q: only Lease objects are supported as locks`, o.ResourceLock))
+	}
+	for _, msg := range validation.IsDNS1123Subdomain(o.ResourceName) {
+		errs = append(errs, fmt.Errorf("--leader-elect-resource-name %q is not a valid Lease name: %s", o.ResourceName, msg))
+	}
+	for _, msg := range validation.IsDNS1123Label(o.ResourceNamespace) {
+		errs = append(errs, fmt.Errorf("--leader-elect-resource-namespace %q is not a valid namespace name: %s", o.ResourceNamespace, msg))
+	}
+
+	positive := true
+	for _, d := range []struct {
+		flag  string
+		value time.Duration
+	}{
+		{"leader-elect-lease-duration", o.LeaseDuration},
+		{"leader-elect-renew-deadline", o.RenewDeadline},
+		{"leader-elect-retry-period", o.RetryPeriod},
+	} {
+		if d.value <= 0 {
+			errs = append(errs, fmt.Errorf("--%s must be greater than 0, got %s", d.flag, d.value))
+			positive = false
+		}
+	}
+	if !positive {
+		return errs
+	}
+	if o.LeaseDuration%time.Second != 0 || o.LeaseDuration < time.Second {
+		errs = append(errs, fmt.Errorf("--leader-elect-lease-duration must be a whole number of seconds, got %s: "+
+			"the Lease stores it in seconds", o.LeaseDuration))
+	}
+	if o.LeaseDuration <= o.RenewDeadline {
+		errs = append(errs, fmt.Errorf("--leader-elect-lease-duration (%s) must be greater than --leader-elect-renew-deadline (%s): "+
+			"a leader keeps acting until its renew deadline, so a standby must wait longer than that before it takes over; "+
+			"raise the lease duration or lower the renew deadline", o.LeaseDuration, o.RenewDeadline))
+	}
+	if minRenew := time.Duration(jitterFactor * float64(o.RetryPeriod)); o.RenewDeadline <= minRenew {
+		errs = append(errs, fmt.Errorf("--leader-elect-renew-deadline (%s) must be greater than 1.2 × --leader-elect-retry-period (%s) = %s: "+
+			"otherwise a single slow renewal attempt loses the lease; raise the renew deadline or lower the retry period",
+			o.RenewDeadline, o.RetryPeriod, minRenew))
+	}
+	return errs
+}

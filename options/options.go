@@ -1,0 +1,114 @@
+// Package options defines every mini-kcm flag: its name, default and help text, the
+// validation of all of them at once, and the translation into a Config the app runs.
+//
+// It reads local files (the kubeconfig) but never contacts the apiserver. The set of
+// known controllers comes from a *controllers.Registry passed in by the caller, so that
+// this package does not depend on the app that assembles the registry.
+package options
+
+import (
+	"github.com/spf13/pflag"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	cliflag "k8s.io/component-base/cli/flag"
+	logsapi "k8s.io/component-base/logs/api/v1"
+
+	"github.com/mini-kcm/mini-kcm/controllers"
+)
+
+// controllerOptions is implemented by the options of each controller. Options holds them
+// in a slice, so adding a controller adds one element instead of a line in every method.
+type controllerOptions interface {
+	// Section is the --help section of the controller's flags: its canonical name.
+	Section() string
+	AddFlags(fs *pflag.FlagSet)
+	Validate() []error
+	ApplyTo(cfg *controllers.Config)
+}
+
+// Options holds every flag of the mini-kcm command.
+type Options struct {
+	Generic        *GenericOptions
+	LeaderElection *LeaderElectionOptions
+	Serving        *ServingOptions
+	Debugging      *DebuggingOptions
+	// Controllers holds the options of each controller.
+	Controllers []controllerOptions
+	// Logs is component-base's logging configuration (-v, --logging-format, ...).
+	Logs *logsapi.LoggingConfiguration
+	// ShowVersion asks the command to print its version and exit.
+	ShowVersion bool
+}
+
+// NewOptions returns the options with their defaults.
+func NewOptions() *Options {
+	return &Options{
+		Generic:        NewGenericOptions(),
+		LeaderElection: NewLeaderElectionOptions(),
+		Serving:        NewServingOptions(),
+		Debugging:      NewDebuggingOptions(),
+		Controllers: []controllerOptions{
+			NewReplicaSetOptions(),
+			NewDeploymentOptions(),
+			NewEndpointsOptions(),
+		},
+		Logs: logsapi.NewLoggingConfiguration(),
+	}
+}
+
+// Flags returns the flags grouped in sections for --help, in kube-controller-manager's
+// style. reg provides the controller names listed in the --controllers help.
+func (o *Options) Flags(reg *controllers.Registry) cliflag.NamedFlagSets {
+	var fss cliflag.NamedFlagSets
+	o.Generic.AddFlags(fss.FlagSet("generic"), reg)
+	o.LeaderElection.AddFlags(fss.FlagSet("leader election"))
+	o.Serving.AddFlags(fss.FlagSet("serving"))
+	for _, c := range o.Controllers {
+		c.AddFlags(fss.FlagSet(c.Section()))
+	}
+	o.Debugging.AddFlags(fss.FlagSet("debugging"))
+	logsapi.AddFlags(o.Logs, fss.FlagSet("logs"))
+	misc := fss.FlagSet("misc")
+	misc.BoolVar(&o.ShowVersion, "version", false, "Print the mini-kcm version and exit.")
+	misc.BoolP("help", "h", false, "help for mini-kcm")
+	return fss
+}
+
+// Validate checks every option and returns all problems at once, so that a user fixes
+// a command line in one round instead of one error per run.
+func (o *Options) Validate(reg *controllers.Registry) []error {
+	var errs []error
+	errs = append(errs, o.Generic.Validate(reg)...)
+	errs = append(errs, o.LeaderElection.Validate()...)
+	errs = append(errs, o.Serving.Validate()...)
+	for _, c := range o.Controllers {
+		errs = append(errs, c.Validate()...)
+	}
+	return errs
+}
+
+// Config validates the options and returns the configuration the app runs with.
+func (o *Options) Config(reg *controllers.Registry) (*Config, error) {
+	if errs := o.Validate(reg); len(errs) > 0 {
+		return nil, utilerrors.NewAggregate(errs)
+	}
+	restConfig, err := o.Generic.restConfig()
+	if err != nil {
+		return nil, err
+	}
+	c := &Config{
+		RESTConfig:                restConfig,
+		EnabledControllers:        enabledControllers(reg, o.Generic.Controllers),
+		MinResyncPeriod:           o.Generic.MinResyncPeriod,
+		ControllerShutdownTimeout: o.Generic.ControllerShutdownTimeout,
+		LeaderElection:            *o.LeaderElection,
+		Serving: ServingConfig{
+			BindAddress:     o.Serving.BindAddress,
+			Port:            o.Serving.Port,
+			EnableProfiling: o.Debugging.EnableProfiling,
+		},
+	}
+	for _, co := range o.Controllers {
+		co.ApplyTo(&c.Controllers)
+	}
+	return c, nil
+}

@@ -1,0 +1,304 @@
+package options
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mini-kcm/mini-kcm/controllers"
+)
+
+const validKubeconfig = `apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster:
+    server: https://127.0.0.1:6443
+users:
+- name: admin
+  user:
+    token: secret
+contexts:
+- name: local
+  context:
+    cluster: local
+    user: admin
+current-context: local
+`
+
+// writeFile writes content into a file of a fresh temporary directory.
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// parse returns options with defaults and the given command line applied.
+func parse(t *testing.T, reg *controllers.Registry, args ...string) *Options {
+	t.Helper()
+	o := NewOptions()
+	fss := o.Flags(reg)
+	fs := fss.FlagSet("all")
+	for _, name := range fss.Order {
+		if name != "all" {
+			fs.AddFlagSet(fss.FlagSets[name])
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func TestDefaultsMatchKubeControllerManager(t *testing.T) {
+	reg := testRegistry(t)
+	kubeconfig := writeFile(t, "kubeconfig", validKubeconfig)
+	cfg, err := parse(t, reg, "--kubeconfig", kubeconfig).Config(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.RESTConfig.QPS != 20 || cfg.RESTConfig.Burst != 30 {
+		t.Errorf("qps/burst = %v/%d, want 20/30", cfg.RESTConfig.QPS, cfg.RESTConfig.Burst)
+	}
+	if cfg.RESTConfig.ContentType != "application/vnd.kubernetes.protobuf" || !cfg.RESTConfig.DisableCompression {
+		t.Errorf("content type %q, compression disabled %v", cfg.RESTConfig.ContentType, cfg.RESTConfig.DisableCompression)
+	}
+	if cfg.RESTConfig.Host != "https://127.0.0.1:6443" {
+		t.Errorf("host = %q", cfg.RESTConfig.Host)
+	}
+	wantControllers := controllers.Config{
+		ReplicaSet: controllers.ReplicaSetConfig{ConcurrentSyncs: 5},
+		Deployment: controllers.DeploymentConfig{ConcurrentSyncs: 5},
+		Endpoints:  controllers.EndpointsConfig{ConcurrentSyncs: 5},
+	}
+	if cfg.Controllers != wantControllers {
+		t.Errorf("controllers config = %+v, want %+v", cfg.Controllers, wantControllers)
+	}
+	if want := []string{"deployment-controller", "endpoints-controller", "replicaset-controller"}; !reflect.DeepEqual(cfg.EnabledControllers, want) {
+		t.Errorf("enabled = %q, want %q", cfg.EnabledControllers, want)
+	}
+	le := cfg.LeaderElection
+	if !le.LeaderElect || le.LeaseDuration != 15*time.Second || le.RenewDeadline != 10*time.Second ||
+		le.RetryPeriod != 2*time.Second || le.ResourceLock != "leases" ||
+		le.ResourceName != "mini-kube-controller-manager" || le.ResourceNamespace != "kube-system" {
+		t.Errorf("leader election = %+v", le)
+	}
+	if cfg.MinResyncPeriod != 12*time.Hour || cfg.ControllerShutdownTimeout != 10*time.Second {
+		t.Errorf("min resync %s, shutdown timeout %s", cfg.MinResyncPeriod, cfg.ControllerShutdownTimeout)
+	}
+	if want := (ServingConfig{BindAddress: "0.0.0.0", Port: 10257, EnableProfiling: true}); cfg.Serving != want {
+		t.Errorf("serving = %+v, want %+v", cfg.Serving, want)
+	}
+}
+
+func TestFlagsAreAppliedToConfig(t *testing.T) {
+	reg := testRegistry(t)
+	kubeconfig := writeFile(t, "kubeconfig", validKubeconfig)
+	cfg, err := parse(t, reg, "--kubeconfig", kubeconfig, "--master", "https://10.0.0.1:443",
+		"--kube-api-qps=5.5", "--kube-api-burst=7", "--kube-api-content-type=application/json",
+		"--controllers=*,-endpoint", "--concurrent-replicaset-syncs=2", "--concurrent-deployment-syncs=3",
+		"--concurrent-endpoint-syncs=4", "--endpoint-updates-batch-period=500ms",
+		"--min-resync-period=1h", "--controller-shutdown-timeout=30s",
+		"--leader-elect=false", "--port=0", "--bind-address=127.0.0.1", "--profiling=false",
+	).Config(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.RESTConfig.Host != "https://10.0.0.1:443" || cfg.RESTConfig.QPS != 5.5 || cfg.RESTConfig.Burst != 7 ||
+		cfg.RESTConfig.ContentType != "application/json" {
+		t.Errorf("rest config host %q qps %v burst %d content type %q", cfg.RESTConfig.Host, cfg.RESTConfig.QPS,
+			cfg.RESTConfig.Burst, cfg.RESTConfig.ContentType)
+	}
+	want := controllers.Config{
+		ReplicaSet: controllers.ReplicaSetConfig{ConcurrentSyncs: 2},
+		Deployment: controllers.DeploymentConfig{ConcurrentSyncs: 3},
+		Endpoints:  controllers.EndpointsConfig{ConcurrentSyncs: 4, UpdatesBatchPeriod: 500 * time.Millisecond},
+	}
+	if cfg.Controllers != want {
+		t.Errorf("controllers config = %+v, want %+v", cfg.Controllers, want)
+	}
+	if want := []string{"deployment-controller", "replicaset-controller"}; !reflect.DeepEqual(cfg.EnabledControllers, want) {
+		t.Errorf("enabled = %q, want %q", cfg.EnabledControllers, want)
+	}
+	if cfg.LeaderElection.LeaderElect || cfg.MinResyncPeriod != time.Hour || cfg.ControllerShutdownTimeout != 30*time.Second {
+		t.Errorf("config = %+v", cfg)
+	}
+	if want := (ServingConfig{BindAddress: "127.0.0.1", Port: 0}); cfg.Serving != want {
+		t.Errorf("serving = %+v, want %+v", cfg.Serving, want)
+	}
+}
+
+func TestValidateReportsEveryBadFlag(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want []string // substrings, one per expected error, in order
+	}{
+		{"zero qps", []string{"--kube-api-qps=0"}, []string{"--kube-api-qps must be greater than 0, got 0"}},
+		{"negative qps", []string{"--kube-api-qps=-1"}, []string{"--kube-api-qps must be greater than 0, got -1"}},
+		{"zero burst", []string{"--kube-api-burst=0"}, []string{"--kube-api-burst must be greater than 0, got 0"}},
+		{"unknown content type", []string{"--kube-api-content-type=text/plain"},
+			[]string{`--kube-api-content-type must be "application/vnd.kubernetes.protobuf" or "application/json", got "text/plain"`}},
+		{"negative resync", []string{"--min-resync-period=-1s"}, []string{"--min-resync-period must not be negative, got -1s"}},
+		{"negative shutdown timeout", []string{"--controller-shutdown-timeout=-1s"},
+			[]string{"--controller-shutdown-timeout must not be negative, got -1s"}},
+		{"unknown controller", []string{"--controllers=*,-foo"}, []string{`"foo" is not in the list of known controllers`}},
+		{"zero replicaset workers", []string{"--concurrent-replicaset-syncs=0"},
+			[]string{"--concurrent-replicaset-syncs must be greater than 0, got 0"}},
+		{"negative deployment workers", []string{"--concurrent-deployment-syncs=-2"},
+			[]string{"--concurrent-deployment-syncs must be greater than 0, got -2"}},
+		{"zero endpoint workers", []string{"--concurrent-endpoint-syncs=0"},
+			[]string{"--concurrent-endpoint-syncs must be greater than 0, got 0"}},
+		{"negative batch period", []string{"--endpoint-updates-batch-period=-1s"},
+			[]string{"--endpoint-updates-batch-period must not be negative, got -1s"}},
+		{"lock type", []string{"--leader-elect-resource-lock=endpoints"},
+			[]string{`--leader-elect-resource-lock must be "leases", got "endpoints"`}},
+		{"lease name", []string{"--leader-elect-resource-name=Bad_Name"},
+			[]string{`--leader-elect-resource-name "Bad_Name" is not a valid Lease name`}},
+		{"lease namespace", []string{"--leader-elect-resource-namespace="},
+			[]string{`--leader-elect-resource-namespace "" is not a valid namespace name`}},
+		{"lease not longer than renew", []string{"--leader-elect-lease-duration=10s"},
+			[]string{"--leader-elect-lease-duration (10s) must be greater than --leader-elect-renew-deadline (10s)"}},
+		{"renew not longer than 1.2 retry", []string{"--leader-elect-retry-period=9s"},
+			[]string{"--leader-elect-renew-deadline (10s) must be greater than 1.2 × --leader-elect-retry-period (9s) = 10.8s"}},
+		{"fractional lease", []string{"--leader-elect-lease-duration=15500ms"},
+			[]string{"--leader-elect-lease-duration must be a whole number of seconds, got 15.5s"}},
+		{"non-positive durations", []string{"--leader-elect-lease-duration=0", "--leader-elect-renew-deadline=-1s", "--leader-elect-retry-period=0"},
+			[]string{"--leader-elect-lease-duration must be greater than 0, got 0s",
+				"--leader-elect-renew-deadline must be greater than 0, got -1s",
+				"--leader-elect-retry-period must be greater than 0, got 0s"}},
+		{"bad bind address", []string{"--bind-address=localhost"},
+			[]string{`--bind-address must be an IP address such as 0.0.0.0 or 127.0.0.1, got "localhost"`}},
+		{"port too high", []string{"--port=65536"}, []string{"--port must be between 0 and 65535 (0 turns serving off), got 65536"}},
+		{"negative port", []string{"--port=-1"}, []string{"--port must be between 0 and 65535 (0 turns serving off), got -1"}},
+		{"several at once", []string{"--port=-1", "--kube-api-burst=0", "--controllers=foo"},
+			[]string{"--kube-api-burst", `"foo" is not in the list`, "--port"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := testRegistry(t)
+			kubeconfig := writeFile(t, "kubeconfig", validKubeconfig)
+			errs := parse(t, reg, append([]string{"--kubeconfig", kubeconfig}, tc.args...)...).Validate(reg)
+			if len(errs) != len(tc.want) {
+				t.Fatalf("got %d errors %v, want %d", len(errs), errs, len(tc.want))
+			}
+			for i, want := range tc.want {
+				if !strings.Contains(errs[i].Error(), want) {
+					t.Errorf("error %d = %q, want it to contain %q", i, errs[i], want)
+				}
+			}
+		})
+	}
+}
+
+func TestLeaderElectionTimingErrorsSayHowToFixThem(t *testing.T) {
+	reg := testRegistry(t)
+	kubeconfig := writeFile(t, "kubeconfig", validKubeconfig)
+	errs := parse(t, reg, "--kubeconfig", kubeconfig, "--leader-elect-lease-duration=10s", "--leader-elect-retry-period=9s").Validate(reg)
+	if len(errs) != 2 {
+		t.Fatalf("errors = %v, want two", errs)
+	}
+	for i, fix := range []string{"raise the lease duration or lower the renew deadline", "raise the renew deadline or lower the retry period"} {
+		if !strings.Contains(errs[i].Error(), fix) {
+			t.Errorf("error %q does not say %q", errs[i], fix)
+		}
+	}
+}
+
+func TestLeaderElectionTimingIsNotCheckedWithoutLeaderElection(t *testing.T) {
+	reg := testRegistry(t)
+	kubeconfig := writeFile(t, "kubeconfig", validKubeconfig)
+	o := parse(t, reg, "--kubeconfig", kubeconfig, "--leader-elect=false", "--leader-elect-lease-duration=1s",
+		"--leader-elect-resource-lock=configmaps")
+	if errs := o.Validate(reg); len(errs) > 0 {
+		t.Errorf("unexpected errors: %v", errs)
+	}
+}
+
+func TestKubeconfigProblemsNameTheFileAndTheFix(t *testing.T) {
+	dir := t.TempDir()
+	unreadable := filepath.Join(dir, "unreadable")
+	if err := os.Mkdir(unreadable, 0o700); err != nil { // reading a directory fails
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name       string
+		kubeconfig string
+		want       []string
+	}{
+		{"missing file", filepath.Join(dir, "nope"),
+			[]string{`--kubeconfig "` + filepath.Join(dir, "nope") + `" does not exist`, "pass the path of an existing kubeconfig file"}},
+		{"unreadable file", unreadable, []string{`--kubeconfig "` + unreadable + `" cannot be read`, "check the path and its permissions"}},
+		{"malformed file", writeFile(t, "bad", "clusters: [oops"),
+			[]string{"is not a valid kubeconfig file", "kubectl --kubeconfig"}},
+		{"no current context", writeFile(t, "empty", "apiVersion: v1\nkind: Config\n"),
+			[]string{"cannot build a client configuration", "current-context"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := testRegistry(t)
+			errs := parse(t, reg, "--kubeconfig", tc.kubeconfig).Validate(reg)
+			if len(errs) != 1 {
+				t.Fatalf("got errors %v, want exactly one", errs)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(errs[0].Error(), want) {
+					t.Errorf("error %q does not contain %q", errs[0], want)
+				}
+			}
+		})
+	}
+}
+
+func TestNoKubeconfigOutsideAPodAsksForOne(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("KUBERNETES_SERVICE_PORT", "")
+	reg := testRegistry(t)
+	errs := parse(t, reg).Validate(reg)
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "pass --kubeconfig=") {
+		t.Errorf("errors = %v, want one asking for --kubeconfig", errs)
+	}
+}
+
+func TestConfigReturnsAggregatedValidationErrors(t *testing.T) {
+	reg := testRegistry(t)
+	kubeconfig := writeFile(t, "kubeconfig", validKubeconfig)
+	_, err := parse(t, reg, "--kubeconfig", kubeconfig, "--port=-1", "--controllers=foo").Config(reg)
+	if err == nil || !strings.HasPrefix(err.Error(), "[") || !strings.Contains(err.Error(), "--port") ||
+		!strings.Contains(err.Error(), `"foo"`) {
+		t.Errorf("error = %v, want both problems in one aggregate", err)
+	}
+}
+
+func TestFlagsAreGroupedInSections(t *testing.T) {
+	fss := NewOptions().Flags(testRegistry(t))
+	want := map[string][]string{
+		"generic":               {"kubeconfig", "master", "kube-api-qps", "kube-api-burst", "kube-api-content-type", "controllers", "min-resync-period", "controller-shutdown-timeout"},
+		"leader election":       {"leader-elect", "leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period", "leader-elect-resource-lock", "leader-elect-resource-name", "leader-elect-resource-namespace"},
+		"serving":               {"bind-address", "port"},
+		"replicaset-controller": {"concurrent-replicaset-syncs"},
+		"deployment-controller": {"concurrent-deployment-syncs"},
+		"endpoints-controller":  {"concurrent-endpoint-syncs", "endpoint-updates-batch-period"},
+		"debugging":             {"profiling"},
+		"logs":                  {"v", "logging-format"},
+		"misc":                  {"version", "help"},
+	}
+	for section, flags := range want {
+		fs, ok := fss.FlagSets[section]
+		if !ok {
+			t.Errorf("no section %q in %q", section, fss.Order)
+			continue
+		}
+		for _, name := range flags {
+			if fs.Lookup(name) == nil {
+				t.Errorf("section %q has no flag --%s", section, name)
+			}
+		}
+	}
+}
