@@ -1,0 +1,50 @@
+package replicaset
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/mini-kcm/mini-kcm/controllers"
+)
+
+// Descriptor registers the ReplicaSet controller with the controller registry.
+func Descriptor() controllers.Descriptor {
+	return controllers.Descriptor{
+		Name:    Name,
+		Aliases: []string{"replicaset"},
+		New:     New,
+	}
+}
+
+// New builds the controller from the shared context: its own client and event recorder,
+// and the shared informers it needs, which it asks for now so the app starts them.
+func New(ctx context.Context, cc controllers.Context) (controllers.Controller, error) {
+	client, err := cc.Clients.Client(Name)
+	if err != nil {
+		return nil, fmt.Errorf("building the %s client: %w", Name, err)
+	}
+	c, err := NewController(ctx,
+		cc.InformerFactory.Apps().V1().ReplicaSets(),
+		cc.InformerFactory.Core().V1().Pods(),
+		client,
+		cc.Events.Recorder(Name),
+		BurstReplicas,
+	)
+	if err != nil {
+		return nil, err
+	}
+	c.caches = cc.Caches
+	return &runner{controller: c, workers: cc.Config.ReplicaSet.ConcurrentSyncs}, nil
+}
+
+// runner adapts Controller to controllers.Controller, binding the worker count.
+type runner struct {
+	controller *Controller
+	workers    int
+}
+
+// Name implements controllers.Controller.
+func (r *runner) Name() string { return Name }
+
+// Run implements controllers.Controller.
+func (r *runner) Run(ctx context.Context) { r.controller.Run(ctx, r.workers) }
