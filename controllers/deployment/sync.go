@@ -519,6 +519,8 @@ func (c *Controller) updateStatus(ctx context.Context, d *appsv1.Deployment) err
 	if err != nil {
 		return fmt.Errorf("updating status of deployment %s: %w", klog.KObj(d), err)
 	}
-	d.ResourceVersion = updated.ResourceVersion
+	if updated != nil {
+		d.ResourceVersion = updated.ResourceVersion
+	}
 	return nil
 }
