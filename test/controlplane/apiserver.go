@@ -1,0 +1,200 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// auditPolicy records every request at Metadata level (user, user agent, verb,
+// resource, response code, timestamps) once the response is complete. The apiserver's
+// own loopback traffic and health probes are left out: they are noise to every test.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: None
+  users: ["system:apiserver"]
+- level: None
+  nonResourceURLs: ["/healthz*", "/livez*", "/readyz*", "/version"]
+- level: Metadata
+`
+
+// Service and pod addresses. They do not overlap, so a test can tell a pod IP from a
+// cluster IP at a glance; the pod range fits 65k pods, enough for any benchmark.
+const (
+	serviceClusterIPRange = "10.96.0.0/16"
+	podCIDR               = "10.244.0.0/16"
+)
+
+func (cp *ControlPlane) pkiPath(name string) string { return filepath.Join(cp.dir, "pki", name) }
+
+// writeAPIServerFiles writes the CA, the apiserver serving certificate, the service
+// account signing key and the audit policy.
+func (cp *ControlPlane) writeAPIServerFiles() error {
+	var err error
+	if cp.ca, err = newCertificateAuthority(); err != nil {
+		return err
+	}
+	serving, err := cp.ca.issue(pkix.Name{CommonName: "kube-apiserver"}, x509.ExtKeyUsageServerAuth)
+	if err != nil {
+		return err
+	}
+	saKey, err := newServiceAccountKey()
+	if err != nil {
+		return err
+	}
+	return writeFiles(map[string][]byte{
+		cp.pkiPath("ca.crt"):                []byte(cp.ca.certPEM),
+		cp.pkiPath("apiserver.crt"):         serving.certPEM,
+		cp.pkiPath("apiserver.key"):         serving.keyPEM,
+		cp.pkiPath("service-account.key"):   saKey,
+		filepath.Join(cp.dir, "audit.yaml"): []byte(auditPolicy),
+	})
+}
+
+func (cp *ControlPlane) startEtcd(ctx context.Context) error {
+	clientURL := "http://127.0.0.1:" + strconv.Itoa(cp.ports.etcdClient)
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(cp.ports.etcdPeer)
+	p, err := cp.start(Etcd, []string{
+		"--name=default",
+		"--data-dir=" + filepath.Join(cp.dir, "etcd"),
+		"--listen-client-urls=" + clientURL,
+		"--advertise-client-urls=" + clientURL,
+		"--listen-peer-urls=" + peerURL,
+		"--initial-advertise-peer-urls=" + peerURL,
+		"--initial-cluster=default=" + peerURL,
+		// Durability is worthless for a throwaway cluster, and fsync dominates etcd's
+		// latency on a shared CI disk.
+		"--unsafe-no-fsync=true",
+		"--log-level=warn",
+	}, nil)
+	if err != nil {
+		return err
+	}
+	return cp.waitReady(ctx, p, func(ctx context.Context) error {
+		body, err := httpGet(ctx, http.DefaultClient, clientURL+"/health")
+		if err != nil {
+			return err
+		}
+		var health struct {
+			Health string `json:"health"`
+		}
+		if err := json.Unmarshal(body, &health); err != nil || health.Health != "true" {
+			return fmt.Errorf("etcd not healthy: %s", body)
+		}
+		return nil
+	})
+}
+
+func (cp *ControlPlane) apiServerArgs() []string {
+	args := []string{
+		"--etcd-servers=http://127.0.0.1:" + strconv.Itoa(cp.ports.etcdClient),
+		"--bind-address=127.0.0.1",
+		// The apiserver would publish its advertise address as the endpoints of the
+		// default/kubernetes Service, which must not be a loopback address; nothing here
+		// needs those endpoints, and loopback keeps the harness off the host's network.
+		"--advertise-address=127.0.0.1",
+		"--endpoint-reconciler-type=none",
+		"--secure-port=" + strconv.Itoa(cp.ports.apiServer),
+		"--cert-dir=" + filepath.Join(cp.dir, "pki"),
+		"--tls-cert-file=" + cp.pkiPath("apiserver.crt"),
+		"--tls-private-key-file=" + cp.pkiPath("apiserver.key"),
+		"--client-ca-file=" + cp.pkiPath("ca.crt"),
+		"--authorization-mode=RBAC",
+		"--service-cluster-ip-range=" + serviceClusterIPRange,
+		// No service account controller runs, so no pod could pass ServiceAccount; the
+		// signer stays configured so that TokenRequest still works. TaintNodesByCondition
+		// taints every new node not-ready until the node lifecycle controller (which no
+		// one runs here) lifts it, so no pod would ever schedule.
+		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + cp.pkiPath("service-account.key"),
+		"--service-account-signing-key-file=" + cp.pkiPath("service-account.key"),
+		"--allow-privileged=true",
+		"--audit-policy-file=" + filepath.Join(cp.dir, "audit.yaml"),
+		"--audit-log-path=" + cp.AuditLogPath(),
+		"--audit-log-maxsize=0",
+		"--audit-log-maxbackup=0",
+	}
+	return append(args, cp.opts.ExtraAPIServerArgs...)
+}
+
+// StartAPIServer starts kube-apiserver on the control plane's port and waits until it
+// is ready. Start calls it; tests call it after StopAPIServer.
+func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
+	cp.mu.Lock()
+	running := cp.processes[KubeAPIServer] != nil
+	cp.mu.Unlock()
+	if running {
+		return fmt.Errorf("%s is already running", KubeAPIServer)
+	}
+	p, err := cp.start(KubeAPIServer, cp.apiServerArgs(), nil)
+	if err != nil {
+		return err
+	}
+	return cp.waitReady(ctx, p, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		// /readyz covers etcd and every post-start hook, including the bootstrap RBAC
+		// roles that every client's permissions depend on.
+		_, err := cp.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err
+	})
+}
+
+// StopAPIServer stops kube-apiserver with SIGTERM and leaves the rest of the control
+// plane running. The apiserver stops listening at once but then waits for open watches
+// to end, which clients never do on their own; after 3 seconds it is killed.
+func (cp *ControlPlane) StopAPIServer() {
+	cp.stopComponent(KubeAPIServer, 3*time.Second)
+}
+
+// KillAPIServer kills kube-apiserver with SIGKILL, as a crash would.
+func (cp *ControlPlane) KillAPIServer() {
+	cp.mu.Lock()
+	p := cp.processes[KubeAPIServer]
+	delete(cp.processes, KubeAPIServer)
+	cp.mu.Unlock()
+	if p != nil {
+		p.Kill()
+	}
+}
+
+// RestartAPIServer stops kube-apiserver gracefully and starts it again on the same
+// port with the same etcd, so that clients reconnect to the same address and find the
+// same objects.
+func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
+	cp.StopAPIServer()
+	return cp.StartAPIServer(ctx)
+}
+
+// httpGet returns the body of a 200 response.
+func httpGet(ctx context.Context, client *http.Client, url string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
+	}
+	return body, nil
+}
