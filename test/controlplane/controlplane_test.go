@@ -28,7 +28,7 @@ func TestControlPlaneRunsPodsLikeARealCluster(t *testing.T) {
 	t.Run("a plain pod is scheduled and becomes Running and Ready with a pod IP", func(t *testing.T) {
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: "default"},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "pause", Image: "registry.k8s.io/pause:3.10"}}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "pause", Image: "registry.k8s.io/pause:3.10"}}},
 		}
 		if _, err := client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
