@@ -116,7 +116,7 @@ func (f *fixture) writes() []string {
 func (f *fixture) updatedReplicaSets() map[string]*appsv1.ReplicaSet {
 	out := map[string]*appsv1.ReplicaSet{}
 	for _, a := range f.client.Actions() {
-		if u, ok := a.(clienttesting.UpdateAction); ok {
+		if u, ok := a.(clienttesting.UpdateAction); ok && a.GetVerb() == "update" {
 			if rs, ok := u.GetObject().(*appsv1.ReplicaSet); ok {
 				out[rs.Name] = rs
 			}
@@ -128,7 +128,7 @@ func (f *fixture) updatedReplicaSets() map[string]*appsv1.ReplicaSet {
 // createdReplicaSet returns the ReplicaSet written with Create, or nil.
 func (f *fixture) createdReplicaSet() *appsv1.ReplicaSet {
 	for _, a := range f.client.Actions() {
-		if c, ok := a.(clienttesting.CreateAction); ok {
+		if c, ok := a.(clienttesting.CreateAction); ok && a.GetVerb() == "create" {
 			if rs, ok := c.GetObject().(*appsv1.ReplicaSet); ok {
 				return rs
 			}
@@ -141,7 +141,7 @@ func (f *fixture) createdReplicaSet() *appsv1.ReplicaSet {
 func (f *fixture) lastStatusUpdate() *appsv1.Deployment {
 	var last *appsv1.Deployment
 	for _, a := range f.client.Actions() {
-		if u, ok := a.(clienttesting.UpdateAction); ok && u.GetSubresource() == "status" {
+		if u, ok := a.(clienttesting.UpdateAction); ok && a.GetVerb() == "update" && u.GetSubresource() == "status" {
 			last = u.GetObject().(*appsv1.Deployment)
 		}
 	}
