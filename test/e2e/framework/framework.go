@@ -1,0 +1,143 @@
+package framework
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/mini-kcm/mini-kcm/test/controlplane"
+)
+
+// Framework is the per-test view of the suite: a namespace of its own, a Lease of its
+// own, and the replicas the test started, which are killed when the test ends.
+type Framework struct {
+	t *testing.T
+	// ControlPlane is the suite's control plane.
+	ControlPlane *controlplane.ControlPlane
+	// Client is an admin client.
+	Client kubernetes.Interface
+	// Namespace is created for this test; the test's objects go here.
+	Namespace string
+	// LeaseNamespace and LeaseName locate the Lease the test's replicas elect a leader
+	// with: kube-system and a name unique to the test, so that a replica killed by an
+	// earlier test cannot hold it.
+	LeaseNamespace, LeaseName string
+
+	replicas []*Replica
+}
+
+// New sets up a test: a namespace, a Lease name, and a cleanup that dumps the replica
+// logs if the test failed, kills the replicas and deletes what the test created.
+func New(t *testing.T) *Framework {
+	t.Helper()
+	cp := ControlPlane(t)
+	ns := namespaceName(t.Name())
+	f := &Framework{
+		t:              t,
+		ControlPlane:   cp,
+		Client:         cp.Client(),
+		Namespace:      ns,
+		LeaseNamespace: "kube-system",
+		LeaseName:      "mini-kcm-" + ns,
+	}
+	_, err := f.Client.CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating namespace %s: %v", ns, err)
+	}
+	t.Cleanup(f.cleanup)
+	return f
+}
+
+// Context returns a context that ends when the test does.
+func (f *Framework) Context() context.Context { return f.t.Context() }
+
+func (f *Framework) cleanup() {
+	if f.t.Failed() {
+		for _, r := range f.replicas {
+			f.t.Logf("---- last 80 lines of replica %s (%s) ----\n%s", r.Name, r.LogPath(), controlplane.Tail(r.LogPath(), 80))
+		}
+	}
+	for _, r := range f.replicas {
+		r.Kill()
+	}
+	f.deleteNamespaceContents()
+}
+
+// namespacedCollections are deleted after every test. No namespace or garbage
+// collector runs, so deleting the namespace alone would leave every object in place
+// for the next test's replicas to reconcile.
+func (f *Framework) deleteNamespaceContents() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	all := metav1.ListOptions{}
+	del := metav1.DeleteOptions{}
+	ns := f.Namespace
+	deletes := []func() error{
+		func() error { return f.Client.AppsV1().Deployments(ns).DeleteCollection(ctx, del, all) },
+		func() error { return f.Client.AppsV1().ReplicaSets(ns).DeleteCollection(ctx, del, all) },
+		func() error { return f.Client.CoreV1().Pods(ns).DeleteCollection(ctx, del, all) },
+		func() error { return f.Client.CoreV1().Endpoints(ns).DeleteCollection(ctx, del, all) },
+		func() error { return f.Client.DiscoveryV1().EndpointSlices(ns).DeleteCollection(ctx, del, all) },
+		func() error { return f.Client.CoreV1().Events(ns).DeleteCollection(ctx, del, all) },
+		func() error {
+			return f.Client.CoordinationV1().Leases(f.LeaseNamespace).Delete(ctx, f.LeaseName, del)
+		},
+		func() error { return f.Client.CoreV1().Namespaces().Delete(ctx, ns, del) },
+	}
+	// Services cannot be deleted as a collection.
+	if services, err := f.Client.CoreV1().Services(ns).List(ctx, all); err == nil {
+		for _, s := range services.Items {
+			_ = f.Client.CoreV1().Services(ns).Delete(ctx, s.Name, del)
+		}
+	}
+	for _, d := range deletes {
+		// Best effort: the objects are only noise for later tests, and a failure here
+		// must not hide the test's own result.
+		_ = d()
+	}
+}
+
+var invalidNameChars = regexp.MustCompile(`[^a-z0-9]+`)
+
+// namespaceName derives a valid, unique namespace name from a test name.
+func namespaceName(testName string) string {
+	name := strings.Trim(invalidNameChars.ReplaceAllString(strings.ToLower(testName), "-"), "-")
+	if len(name) > 40 {
+		name = strings.TrimRight(name[:40], "-")
+	}
+	return fmt.Sprintf("e2e-%s-%s", name, strings.ToLower(rand.Text()[:5]))
+}
+
+// Eventually calls check until it returns nil, failing the test with the last error
+// if it does not within timeout.
+func Eventually(t testing.TB, timeout time.Duration, check func() error) {
+	t.Helper()
+	if err := poll(timeout, check); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// poll calls check every 100ms until it returns nil or timeout passes, returning the
+// last error then.
+func poll(timeout time.Duration, check func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("still failing after %v: %w", timeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

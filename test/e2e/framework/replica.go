@@ -1,0 +1,224 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mini-kcm/mini-kcm/test/controlplane"
+)
+
+// Default leader election timings for tests: short, so that failover tests take
+// seconds, and valid (lease > renew > 1.2 × retry).
+const (
+	LeaseDuration = 4 * time.Second
+	RenewDeadline = 3 * time.Second
+	RetryPeriod   = 1 * time.Second
+)
+
+// ReplicaOptions configures replicas started by StartReplica(s).
+type ReplicaOptions struct {
+	// Args are extra flags. They come after the framework's flags, so a flag given
+	// here overrides the framework's value for it.
+	Args []string
+	// Groups of the replica's user; nil means system:masters.
+	// TODO: default to a least-privilege RBAC role once it exists.
+	Groups []string
+}
+
+// Replica is one mini-kcm process with its own user, port and log file.
+type Replica struct {
+	// Name is unique within the suite, e.g. "mini-kcm-replica-3"; it is also the user
+	// the replica authenticates as.
+	Name string
+	// Port serves /healthz, /readyz, /livez and /metrics on 127.0.0.1.
+	Port int
+	// Kubeconfig is the replica's own kubeconfig.
+	Kubeconfig string
+	// Args is the full command line, without the binary.
+	Args []string
+
+	process *controlplane.Process
+}
+
+// replicaCounter numbers replicas across the suite, so user names and log files never
+// repeat.
+var replicaCounter atomic.Int64
+
+// StartReplicas starts n replicas with the same options.
+func (f *Framework) StartReplicas(n int, opts ReplicaOptions) []*Replica {
+	f.t.Helper()
+	replicas := make([]*Replica, n)
+	for i := range replicas {
+		replicas[i] = f.StartReplica(opts)
+	}
+	return replicas
+}
+
+// StartReplica starts one replica with its own user (AddUser), a free port and the
+// test's Lease, and kills it when the test ends.
+func (f *Framework) StartReplica(opts ReplicaOptions) *Replica {
+	f.t.Helper()
+	binary := MiniKCMBinary(f.t)
+	name := fmt.Sprintf("mini-kcm-replica-%d", replicaCounter.Add(1))
+	groups := opts.Groups
+	if groups == nil {
+		groups = []string{"system:masters"}
+	}
+	kubeconfig, err := f.ControlPlane.AddUser(name, groups...)
+	if err != nil {
+		f.t.Fatalf("adding user for %s: %v", name, err)
+	}
+	port, err := controlplane.FreePort()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	args := append([]string{
+		"--kubeconfig=" + kubeconfig,
+		"--bind-address=127.0.0.1",
+		"--port=" + strconv.Itoa(port),
+		"--leader-elect=true",
+		"--leader-elect-resource-namespace=" + f.LeaseNamespace,
+		"--leader-elect-resource-name=" + f.LeaseName,
+		"--leader-elect-lease-duration=" + LeaseDuration.String(),
+		"--leader-elect-renew-deadline=" + RenewDeadline.String(),
+		"--leader-elect-retry-period=" + RetryPeriod.String(),
+		"--v=2",
+	}, opts.Args...)
+	p, err := controlplane.StartProcess(controlplane.ProcessSpec{
+		Name:    name,
+		Path:    binary,
+		Args:    args,
+		LogPath: filepath.Join(suite.workDir, name+".log"),
+	})
+	if err != nil {
+		f.t.Fatalf("starting %s: %v", name, err)
+	}
+	r := &Replica{Name: name, Port: port, Kubeconfig: kubeconfig, Args: args, process: p}
+	f.replicas = append(f.replicas, r)
+	suite.live.Store(r, struct{}{})
+	return r
+}
+
+// Kill sends SIGKILL, as a node failure or OOM kill would, and waits for the exit.
+func (r *Replica) Kill() {
+	r.process.Kill()
+	suite.live.Delete(r)
+}
+
+// Term sends SIGTERM, as the kubelet does on pod deletion. It does not wait.
+func (r *Replica) Term() {
+	if err := r.process.Signal(syscall.SIGTERM); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+	}
+}
+
+// Wait waits up to timeout for the replica to exit and returns its exit code (-1 if a
+// signal killed it).
+func (r *Replica) Wait(timeout time.Duration) (int, error) {
+	code, err := r.process.Wait(timeout)
+	if err == nil {
+		suite.live.Delete(r)
+	}
+	return code, err
+}
+
+// Exited reports whether the process has exited.
+func (r *Replica) Exited() bool { return r.process.Exited() }
+
+// Pid returns the process id.
+func (r *Replica) Pid() int { return r.process.Pid() }
+
+// LogPath returns the file holding the replica's stdout and stderr.
+func (r *Replica) LogPath() string { return r.process.LogPath() }
+
+// Logs returns everything the replica wrote so far.
+func (r *Replica) Logs() string {
+	data, err := os.ReadFile(r.LogPath())
+	if err != nil {
+		return fmt.Sprintf("(cannot read %s: %v)", r.LogPath(), err)
+	}
+	return string(data)
+}
+
+// Get requests path (e.g. "/readyz?verbose") from the replica's HTTP endpoint and
+// returns the status code and body.
+func (r *Replica) Get(path string) (int, string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	url := "http://127.0.0.1:" + strconv.Itoa(r.Port) + path
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", fmt.Errorf("%s: GET %s: %w", r.Name, path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
+}
+
+// Metrics scrapes /metrics.
+func (r *Replica) Metrics() (Metrics, error) {
+	code, body, err := r.Get("/metrics")
+	if err != nil {
+		return nil, err
+	}
+	if code != http.StatusOK {
+		return nil, fmt.Errorf("%s: /metrics returned %d: %s", r.Name, code, body)
+	}
+	return ParseMetrics(body)
+}
+
+// IsLeader reports whether the replica says it leads: leader_election_master_status
+// is 1 for the test's Lease.
+func (r *Replica) IsLeader(leaseName string) (bool, error) {
+	m, err := r.Metrics()
+	if err != nil {
+		return false, err
+	}
+	v, ok := m.Value("leader_election_master_status", map[string]string{"name": leaseName})
+	return ok && v == 1, nil
+}
+
+// Result is the outcome of a mini-kcm run that was expected to end by itself.
+type Result struct {
+	// ExitCode is the process exit code.
+	ExitCode int
+	// Output is stdout and stderr combined.
+	Output string
+}
+
+// RunMiniKCM runs the mini-kcm binary with exactly args and waits up to timeout for it
+// to exit, e.g. to check that bad flags are rejected. Failing to exit in time fails
+// the test.
+func RunMiniKCM(t testing.TB, timeout time.Duration, args ...string) Result {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), "mini-kcm.log")
+	p, err := controlplane.StartProcess(controlplane.ProcessSpec{
+		Name: "mini-kcm", Path: MiniKCMBinary(t), Args: args, LogPath: logPath,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, err := p.Wait(timeout)
+	if err != nil {
+		p.Kill()
+		t.Fatalf("mini-kcm %q: %v; output:\n%s", args, err, controlplane.Tail(logPath, 40))
+	}
+	output, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Result{ExitCode: code, Output: string(output)}
+}
