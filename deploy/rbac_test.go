@@ -1,0 +1,320 @@
+package deploy
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+)
+
+// request is one API call as RBAC sees it. An empty namespace is a cluster-wide call (an
+// informer's list and watch); an empty name is a call on the collection (create).
+type request struct {
+	verb, group, resource, subresource, namespace, name string
+}
+
+func (r request) String() string {
+	resource := r.resource
+	if r.subresource != "" {
+		resource += "/" + r.subresource
+	}
+	return fmt.Sprintf("%s %s.%s ns=%q name=%q", r.verb, resource, r.group, r.namespace, r.name)
+}
+
+// ruleAllows follows the RBAC authorizer's matching (rbac/v1 PolicyRule semantics):
+// verb, group, resource (with subresource) and, when the rule names any, the object name.
+func ruleAllows(rule rbacv1.PolicyRule, r request) bool {
+	resource := r.resource
+	if r.subresource != "" {
+		resource += "/" + r.subresource
+	}
+	matches := func(values []string, v string) bool {
+		return slices.Contains(values, v) || slices.Contains(values, rbacv1.VerbAll)
+	}
+	if !matches(rule.Verbs, r.verb) || !matches(rule.APIGroups, r.group) || !matches(rule.Resources, resource) {
+		return false
+	}
+	return len(rule.ResourceNames) == 0 || slices.Contains(rule.ResourceNames, r.name)
+}
+
+func rulesAllow(rules []rbacv1.PolicyRule, r request) bool {
+	return slices.ContainsFunc(rules, func(rule rbacv1.PolicyRule) bool { return ruleAllows(rule, r) })
+}
+
+// rbac is the RBAC content of a kustomization.
+type rbac struct {
+	clusterRoles        map[string]*rbacv1.ClusterRole
+	roles               map[string]*rbacv1.Role // by namespace/name
+	clusterRoleBindings []*rbacv1.ClusterRoleBinding
+	roleBindings        []*rbacv1.RoleBinding
+}
+
+func loadRBAC(t *testing.T, dir string) rbac {
+	t.Helper()
+	m := loadKustomization(t, dir)
+	r := rbac{clusterRoles: map[string]*rbacv1.ClusterRole{}, roles: map[string]*rbacv1.Role{}}
+	for _, cr := range all[*rbacv1.ClusterRole](m) {
+		r.clusterRoles[cr.Name] = cr
+	}
+	for _, role := range all[*rbacv1.Role](m) {
+		r.roles[role.Namespace+"/"+role.Name] = role
+	}
+	r.clusterRoleBindings = all[*rbacv1.ClusterRoleBinding](m)
+	r.roleBindings = all[*rbacv1.RoleBinding](m)
+	return r
+}
+
+// allows reports whether the subject may make the request, through a ClusterRoleBinding
+// (any namespace) or a RoleBinding in the request's namespace.
+func (r rbac) allows(t *testing.T, subject rbacv1.Subject, req request) bool {
+	t.Helper()
+	for _, b := range r.clusterRoleBindings {
+		if slices.Contains(b.Subjects, subject) && rulesAllow(r.clusterRole(t, b.RoleRef).Rules, req) {
+			return true
+		}
+	}
+	for _, b := range r.roleBindings {
+		if !slices.Contains(b.Subjects, subject) || req.namespace != b.Namespace {
+			continue
+		}
+		var rules []rbacv1.PolicyRule
+		if b.RoleRef.Kind == "Role" {
+			role, ok := r.roles[b.Namespace+"/"+b.RoleRef.Name]
+			if !ok {
+				t.Fatalf("RoleBinding %s/%s refers to a missing Role %s", b.Namespace, b.Name, b.RoleRef.Name)
+			}
+			rules = role.Rules
+		} else {
+			rules = r.clusterRole(t, b.RoleRef).Rules
+		}
+		if rulesAllow(rules, req) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r rbac) clusterRole(t *testing.T, ref rbacv1.RoleRef) *rbacv1.ClusterRole {
+	t.Helper()
+	cr, ok := r.clusterRoles[ref.Name]
+	if ref.Kind != "ClusterRole" || !ok {
+		t.Fatalf("binding refers to %s %q, which these manifests do not define", ref.Kind, ref.Name)
+	}
+	return cr
+}
+
+// controllerCalls lists, per controller, every API call it makes (upstream v1.37.2
+// pkg/controller/{replicaset,deployment,endpoint} plus its informers). Each must be
+// allowed by the controller's own ClusterRole. A controller that starts making a new call
+// adds it here, and the test shows which rule is missing.
+var controllerCalls = map[string][]request{
+	"replicaset-controller": {
+		{verb: "list", group: "apps", resource: "replicasets"},
+		{verb: "watch", group: "apps", resource: "replicasets"},
+		{verb: "get", group: "apps", resource: "replicasets", namespace: "app", name: "web-1"},
+		{verb: "update", group: "apps", resource: "replicasets", subresource: "status", namespace: "app", name: "web-1"},
+		{verb: "update", group: "apps", resource: "replicasets", subresource: "finalizers", namespace: "app", name: "web-1"},
+		{verb: "list", resource: "pods"},
+		{verb: "watch", resource: "pods"},
+		{verb: "create", resource: "pods", namespace: "app"},
+		{verb: "patch", resource: "pods", namespace: "app", name: "web-1-abcde"},
+		{verb: "delete", resource: "pods", namespace: "app", name: "web-1-abcde"},
+		{verb: "create", resource: "events", namespace: "app"},
+		{verb: "patch", resource: "events", namespace: "app", name: "web-1.17d2"},
+	},
+	"deployment-controller": {
+		{verb: "list", group: "apps", resource: "deployments"},
+		{verb: "watch", group: "apps", resource: "deployments"},
+		{verb: "get", group: "apps", resource: "deployments", namespace: "app", name: "web"},
+		{verb: "update", group: "apps", resource: "deployments", namespace: "app", name: "web"},
+		{verb: "update", group: "apps", resource: "deployments", subresource: "status", namespace: "app", name: "web"},
+		{verb: "update", group: "apps", resource: "deployments", subresource: "finalizers", namespace: "app", name: "web"},
+		{verb: "list", group: "apps", resource: "replicasets"},
+		{verb: "watch", group: "apps", resource: "replicasets"},
+		{verb: "create", group: "apps", resource: "replicasets", namespace: "app"},
+		{verb: "update", group: "apps", resource: "replicasets", namespace: "app", name: "web-1"},
+		{verb: "patch", group: "apps", resource: "replicasets", namespace: "app", name: "web-1"},
+		{verb: "delete", group: "apps", resource: "replicasets", namespace: "app", name: "web-0"},
+		{verb: "list", resource: "pods"},
+		{verb: "watch", resource: "pods"},
+		{verb: "create", resource: "events", namespace: "app"},
+		{verb: "patch", resource: "events", namespace: "app", name: "web.17d2"},
+	},
+	"endpoints-controller": {
+		{verb: "list", resource: "services"},
+		{verb: "watch", resource: "services"},
+		{verb: "list", resource: "pods"},
+		{verb: "watch", resource: "pods"},
+		{verb: "list", resource: "endpoints"},
+		{verb: "watch", resource: "endpoints"},
+		{verb: "create", resource: "endpoints", namespace: "app"},
+		{verb: "update", resource: "endpoints", namespace: "app", name: "web"},
+		{verb: "delete", resource: "endpoints", namespace: "app", name: "web"},
+		{verb: "create", resource: "events", namespace: "app"},
+		{verb: "patch", resource: "events", namespace: "app", name: "web.17d2"},
+	},
+}
+
+// leaderElectionCalls are client-go LeaseLock's calls, plus the LeaderElection event
+// recorded on the Lease.
+func leaderElectionCalls(namespace, lease string) []request {
+	return []request{
+		{verb: "get", group: "coordination.k8s.io", resource: "leases", namespace: namespace, name: lease},
+		{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: namespace},
+		{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: namespace, name: lease},
+		{verb: "create", resource: "events", namespace: namespace},
+		{verb: "patch", resource: "events", namespace: namespace, name: lease + ".17d2"},
+	}
+}
+
+func TestEachControllerRoleAllowsEveryCallOfItsController(t *testing.T) {
+	r := loadRBAC(t, ".")
+	for controller, calls := range controllerCalls {
+		role, ok := r.clusterRoles["mini-kcm:"+controller]
+		if !ok {
+			t.Errorf("no ClusterRole mini-kcm:%s", controller)
+			continue
+		}
+		for _, call := range calls {
+			if !rulesAllow(role.Rules, call) {
+				t.Errorf("%s: ClusterRole %s does not allow %s", controller, role.Name, call)
+			}
+		}
+	}
+}
+
+// subjectsUnderTest are the identities mini-kcm runs as: the ServiceAccount of the
+// StatefulSet and the certificate user of the static pod, each with its kustomization.
+func subjectsUnderTest(t *testing.T) map[string]struct {
+	dir     string
+	subject rbacv1.Subject
+} {
+	t.Helper()
+	sts := only[*appsv1.StatefulSet](t, loadKustomization(t, "."))
+	return map[string]struct {
+		dir     string
+		subject rbacv1.Subject
+	}{
+		"serviceaccount": {".", rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: sts.Spec.Template.Spec.ServiceAccountName, Namespace: sts.Namespace}},
+		"static pod":     {"static-pod", rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "mini-kcm"}},
+	}
+}
+
+func TestMiniKCMMayMakeEveryCallOfItsControllersAndLeaderElection(t *testing.T) {
+	container := only[*appsv1.StatefulSet](t, loadKustomization(t, ".")).Spec.Template.Spec.Containers[0]
+	namespace := mustFlag(t, container, "leader-elect-resource-namespace")
+	lease := mustFlag(t, container, "leader-elect-resource-name")
+	for name, s := range subjectsUnderTest(t) {
+		t.Run(name, func(t *testing.T) {
+			r := loadRBAC(t, s.dir)
+			calls := leaderElectionCalls(namespace, lease)
+			for _, c := range controllerCalls {
+				calls = append(calls, c...)
+			}
+			for _, call := range calls {
+				if !r.allows(t, s.subject, call) {
+					t.Errorf("%s %s may not %s", s.subject.Kind, s.subject.Name, call)
+				}
+			}
+		})
+	}
+}
+
+func TestMiniKCMMayNotDoWhatItsControllersNeverDo(t *testing.T) {
+	denied := []request{
+		{verb: "get", resource: "secrets", namespace: "kube-system", name: "any"},
+		{verb: "list", resource: "secrets"},
+		{verb: "watch", resource: "secrets"},
+		{verb: "delete", group: "apps", resource: "deployments", namespace: "app", name: "web"},
+		{verb: "create", group: "apps", resource: "deployments", namespace: "app"},
+		{verb: "update", resource: "pods", namespace: "app", name: "web-1-abcde"},
+		{verb: "create", resource: "pods", subresource: "exec", namespace: "app", name: "web-1-abcde"},
+		{verb: "update", resource: "services", namespace: "app", name: "web"},
+		{verb: "create", resource: "serviceaccounts", subresource: "token", namespace: "kube-system", name: "mini-kcm"},
+		{verb: "get", resource: "configmaps", namespace: "kube-system", name: "kubeadm-config"},
+		{verb: "update", group: "apps", resource: "statefulsets", namespace: "kube-system", name: "mini-kcm"},
+		{verb: "delete", resource: "events", namespace: "app", name: "web.17d2"},
+		{verb: "list", group: "discovery.k8s.io", resource: "endpointslices"},
+		// Other components' locks: readable or writable, a bug could take them over.
+		{verb: "get", group: "coordination.k8s.io", resource: "leases", namespace: "kube-system", name: "kube-controller-manager"},
+		{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: "kube-system", name: "kube-controller-manager"},
+		{verb: "delete", group: "coordination.k8s.io", resource: "leases", namespace: "kube-system", name: "mini-kube-controller-manager"},
+		{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: "default"},
+		{verb: "escalate", group: "rbac.authorization.k8s.io", resource: "clusterroles", name: "cluster-admin"},
+		{verb: "bind", group: "rbac.authorization.k8s.io", resource: "clusterroles", name: "cluster-admin"},
+		{verb: "impersonate", resource: "users", name: "admin"},
+	}
+	for name, s := range subjectsUnderTest(t) {
+		t.Run(name, func(t *testing.T) {
+			r := loadRBAC(t, s.dir)
+			for _, call := range denied {
+				if r.allows(t, s.subject, call) {
+					t.Errorf("%s %s may %s, which no controller needs", s.subject.Kind, s.subject.Name, call)
+				}
+			}
+		})
+	}
+}
+
+func TestRulesNameNoWildcardNoSecretAndNoNonResourceURL(t *testing.T) {
+	r := loadRBAC(t, ".")
+	check := func(owner string, rules []rbacv1.PolicyRule) {
+		for _, rule := range rules {
+			for _, v := range slices.Concat(rule.Verbs, rule.APIGroups, rule.Resources, rule.ResourceNames) {
+				if strings.Contains(v, "*") {
+					t.Errorf("%s: wildcard %q in %+v", owner, v, rule)
+				}
+			}
+			if slices.ContainsFunc(rule.Resources, func(res string) bool { return strings.HasPrefix(res, "secrets") }) {
+				t.Errorf("%s grants access to secrets: %+v", owner, rule)
+			}
+			if len(rule.NonResourceURLs) > 0 {
+				t.Errorf("%s grants non-resource URLs %v (system:public-info-viewer already covers /healthz and /version)", owner, rule.NonResourceURLs)
+			}
+			if len(rule.ResourceNames) > 0 && slices.Contains(rule.Verbs, "create") {
+				t.Errorf("%s: a create rule with resourceNames never matches (the name is unknown at authorization time): %+v", owner, rule)
+			}
+		}
+	}
+	for name, cr := range r.clusterRoles {
+		if cr.AggregationRule != nil {
+			t.Errorf("ClusterRole %s aggregates: its rules would depend on kube-controller-manager's aggregation controller", name)
+		}
+		check("ClusterRole "+name, cr.Rules)
+	}
+	for name, role := range r.roles {
+		check("Role "+name, role.Rules)
+	}
+}
+
+func TestLeaseRulesAreLimitedToTheLeaseOfTheFlags(t *testing.T) {
+	m := loadKustomization(t, ".")
+	container := only[*appsv1.StatefulSet](t, m).Spec.Template.Spec.Containers[0]
+	namespace := mustFlag(t, container, "leader-elect-resource-namespace")
+	lease := mustFlag(t, container, "leader-elect-resource-name")
+	r := loadRBAC(t, ".")
+
+	for name, cr := range r.clusterRoles {
+		for _, rule := range cr.Rules {
+			if slices.Contains(rule.Resources, "leases") {
+				t.Errorf("ClusterRole %s grants leases cluster-wide; leader election needs one Role in %s", name, namespace)
+			}
+		}
+	}
+	role, ok := r.roles[namespace+"/mini-kcm:leader-election"]
+	if !ok {
+		t.Fatalf("no Role mini-kcm:leader-election in %s, the namespace of --leader-elect-resource-namespace", namespace)
+	}
+	for _, rule := range role.Rules {
+		if !slices.Contains(rule.Resources, "leases") {
+			t.Errorf("Role %s grants more than leases: %+v", role.Name, rule)
+		}
+		if slices.ContainsFunc(rule.Verbs, func(v string) bool { return v != "create" }) &&
+			!slices.Equal(rule.ResourceNames, []string{lease}) {
+			t.Errorf("Role %s: rule %+v must be limited to resourceNames [%s]", role.Name, rule, lease)
+		}
+	}
+}
