@@ -1,0 +1,322 @@
+// Package endpoints is the Endpoints controller: it keeps a core/v1 Endpoints object for
+// every Service with a selector, listing the IPs and ports of the pods the selector
+// matches, split into ready and not-ready addresses. It behaves like kube-controller-
+// manager's endpoint controller (pkg/controller/endpoint, Kubernetes v1.37):
+//
+//   - Service events sync that Service at once; Endpoints deletions sync their Service, so
+//     a deleted Endpoints comes back (other edits are overwritten at the next sync).
+//   - Pod events go through a second queue of "pod projections", whose workers find the
+//     Services selecting the pod and sync them after --endpoint-updates-batch-period, so
+//     that a burst of pod changes becomes one write per Service.
+//   - On start, every existing Endpoints is queued once, so Endpoints whose Service was
+//     deleted while no controller ran are deleted too.
+package endpoints
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/mini-kcm/mini-kcm/controllers"
+)
+
+const (
+	// Name is the controller's canonical name (metrics, logs, cache-sync reports and
+	// its client's user agent).
+	Name = "endpoints-controller"
+	// ComponentName is the event source and the value of the managed-by label, as
+	// upstream spells it.
+	ComponentName = "endpoint-controller"
+
+	// maxRetries is how often a key is retried before it is dropped. With the default
+	// rate limiter the delays run 5ms, 10ms, ... up to 82s, about 3 minutes in all; a
+	// dropped Service is synced again at its next event.
+	maxRetries = 15
+)
+
+// Descriptor registers the controller under upstream's names.
+func Descriptor() controllers.Descriptor {
+	return controllers.Descriptor{
+		Name:    Name,
+		Aliases: []string{"endpoints", "endpoint"},
+		New:     New,
+	}
+}
+
+// New builds the controller from the app's shared context. It asks the shared factory for
+// the pod, Service and Endpoints informers; the app starts them.
+func New(ctx context.Context, cc controllers.Context) (controllers.Controller, error) {
+	workers := cc.Config.Endpoints.ConcurrentSyncs
+	if workers < 1 {
+		return nil, fmt.Errorf("%s needs at least 1 worker, got %d", Name, workers)
+	}
+	client, err := cc.Clients.Client(Name)
+	if err != nil {
+		return nil, fmt.Errorf("building client for %s: %w", Name, err)
+	}
+	core := cc.InformerFactory.Core().V1()
+	c, err := NewController(ctx, core.Pods(), core.Services(), core.Endpoints(), client,
+		cc.Events.Recorder(ComponentName), cc.Config.Endpoints.UpdatesBatchPeriod)
+	if err != nil {
+		return nil, err
+	}
+	c.caches = cc.Caches
+	return &runner{controller: c, workers: workers}, nil
+}
+
+// runner adapts Controller to controllers.Controller, which fixes the worker count when
+// the controller is built.
+type runner struct {
+	controller *Controller
+	workers    int
+}
+
+func (r *runner) Name() string            { return Name }
+func (r *runner) Run(ctx context.Context) { r.controller.Run(ctx, r.workers) }
+
+// Controller keeps the Endpoints of selector-based Services in line with their pods.
+type Controller struct {
+	// client writes Endpoints.
+	client kubernetes.Interface
+	// recorder emits FailedToCreateEndpoint and FailedToUpdateEndpoint events.
+	recorder record.EventRecorder
+	// caches reports which informers are still syncing; nil is fine (tests).
+	caches *controllers.CacheSyncTracker
+
+	// serviceLister, podLister and endpointsLister read the shared informer caches.
+	serviceLister   corelisters.ServiceLister
+	podLister       corelisters.PodLister
+	endpointsLister corelisters.EndpointsLister
+	// servicesSynced, podsSynced and endpointsSynced report whether our handlers have
+	// seen each informer's initial list. Fields, so that tests can replace them.
+	servicesSynced  cache.InformerSynced
+	podsSynced      cache.InformerSynced
+	endpointsSynced cache.InformerSynced
+
+	// queue holds the keys (namespace/name) of Services to sync. A workqueue rather than
+	// a channel: a key queued many times is synced once, and never by two workers at once.
+	queue workqueue.TypedRateLimitingInterface[string]
+	// podQueue holds pod events waiting to be matched against the Services of their
+	// namespace, which can be costly and so is kept off the informer's goroutine.
+	// Projections are pointers, so every event is handled on its own.
+	podQueue workqueue.TypedRateLimitingInterface[*podProjection]
+	// batchPeriod delays syncs caused by pod events (--endpoint-updates-batch-period).
+	batchPeriod time.Duration
+	// workerLoopPeriod is how long a worker waits before restarting after it returned.
+	workerLoopPeriod time.Duration
+
+	// triggerTimes computes the last-change-trigger-time annotation.
+	triggerTimes *triggerTimeTracker
+	// staleEndpoints detects an Endpoints cache that has not yet seen our last update.
+	staleEndpoints *staleEndpointsTracker
+}
+
+// NewController wires the controller to the given informers. It does not start them.
+func NewController(ctx context.Context, podInformer coreinformers.PodInformer, serviceInformer coreinformers.ServiceInformer,
+	endpointsInformer coreinformers.EndpointsInformer, client kubernetes.Interface, recorder record.EventRecorder,
+	batchPeriod time.Duration) (*Controller, error) {
+	c := &Controller{
+		client:          client,
+		recorder:        recorder,
+		serviceLister:   serviceInformer.Lister(),
+		podLister:       podInformer.Lister(),
+		endpointsLister: endpointsInformer.Lister(),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "endpoint"},
+		),
+		podQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[*podProjection](),
+			workqueue.TypedRateLimitingQueueConfig[*podProjection]{Name: "endpoint_pods"},
+		),
+		batchPeriod:      batchPeriod,
+		workerLoopPeriod: time.Second,
+		triggerTimes:     newTriggerTimeTracker(),
+		staleEndpoints:   newStaleEndpointsTracker(),
+	}
+
+	services, err := serviceInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueueService,
+		UpdateFunc: func(_, cur any) { c.enqueueService(cur) },
+		DeleteFunc: c.enqueueService,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("adding service event handler: %w", err)
+	}
+	pods, err := podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.onPodEvent(nil, obj) },
+		UpdateFunc: c.onPodEvent,
+		DeleteFunc: func(obj any) { c.onPodEvent(obj, nil) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("adding pod event handler: %w", err)
+	}
+	// Only deletions matter: they bring a deleted Endpoints back. Other edits to an
+	// Endpoints are overwritten at the next sync of its Service, as upstream does.
+	endpoints, err := endpointsInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		DeleteFunc: c.enqueueService,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("adding endpoints event handler: %w", err)
+	}
+	c.servicesSynced = services.HasSynced
+	c.podsSynced = pods.HasSynced
+	c.endpointsSynced = endpoints.HasSynced
+	return c, nil
+}
+
+// enqueueService queues the Service a Service or Endpoints event is about; both share
+// namespace and name.
+func (c *Controller) enqueueService(obj any) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		utilruntime.HandleError(fmt.Errorf("getting key of %T: %w", obj, err))
+		return
+	}
+	c.queue.Add(key)
+}
+
+// onPodEvent queues the projection of a pod add (oldObj nil), update or delete (newObj
+// nil) for the pod workers.
+func (c *Controller) onPodEvent(oldObj, newObj any) {
+	projection, err := projectPodEvent(oldObj, newObj)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	if projection != nil {
+		c.podQueue.Add(projection)
+	}
+}
+
+// Run waits for the caches, starts workers service workers and as many pod workers, and
+// blocks until ctx is done. It returns only after every worker has stopped.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	logger := klog.FromContext(ctx)
+	logger.Info("Starting endpoint controller", "workers", workers, "batchPeriod", c.batchPeriod)
+
+	var wg sync.WaitGroup
+	defer func() {
+		logger.Info("Shutting down endpoint controller")
+		c.queue.ShutDown()
+		c.podQueue.ShutDown()
+		wg.Wait()
+	}()
+
+	if !c.caches.WaitForCacheSync(ctx, Name,
+		controllers.InformerSync{Name: "pods", Synced: c.podsSynced},
+		controllers.InformerSync{Name: "services", Synced: c.servicesSynced},
+		controllers.InformerSync{Name: "endpoints", Synced: c.endpointsSynced},
+	) {
+		return
+	}
+
+	for range workers {
+		wg.Go(func() { wait.UntilWithContext(ctx, c.serviceWorker, c.workerLoopPeriod) })
+		wg.Go(func() { wait.UntilWithContext(ctx, c.podWorker, c.workerLoopPeriod) })
+	}
+	wg.Go(func() { c.checkLeftoverEndpoints(ctx) })
+	<-ctx.Done()
+}
+
+// checkLeftoverEndpoints queues every existing Endpoints once, so that one whose Service
+// was deleted while no controller ran is deleted too; in steady state Service deletions
+// take care of that. Endpoints holding a leader-election record are skipped: they have no
+// Service by design, and deleting one would force a re-election of whoever uses it.
+func (c *Controller) checkLeftoverEndpoints(ctx context.Context) {
+	list, err := c.endpointsLister.List(labels.Everything())
+	if err != nil {
+		utilruntime.HandleErrorWithContext(ctx, err, "Listing Endpoints failed; orphaned Endpoints will not be cleaned up until the next restart")
+		return
+	}
+	for _, endpoints := range list {
+		if _, ok := endpoints.Annotations[resourcelock.LeaderElectionRecordAnnotationKey]; ok {
+			continue
+		}
+		c.enqueueService(endpoints)
+	}
+}
+
+// serviceWorker syncs Services until the queue shuts down.
+func (c *Controller) serviceWorker(ctx context.Context) {
+	for c.processNextService(ctx) {
+	}
+}
+
+func (c *Controller) processNextService(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+
+	start := time.Now()
+	err := c.syncService(ctx, key)
+	controllers.RecordSync(Name, start, err)
+	handleErr(ctx, c.queue, key, err)
+	return true
+}
+
+// podWorker turns pod projections into Service syncs until the queue shuts down.
+func (c *Controller) podWorker(ctx context.Context) {
+	for c.processNextPod(ctx) {
+	}
+}
+
+func (c *Controller) processNextPod(ctx context.Context) bool {
+	projection, quit := c.podQueue.Get()
+	if quit {
+		return false
+	}
+	defer c.podQueue.Done(projection)
+
+	err := c.syncPod(ctx, projection)
+	handleErr(ctx, c.podQueue, projection, err)
+	return true
+}
+
+// syncPod queues, after the batch period, every Service whose Endpoints a pod event may
+// change. A Service already waiting keeps its earlier time, which is what batches the
+// pod events of one period into one sync.
+func (c *Controller) syncPod(ctx context.Context, projection *podProjection) error {
+	keys, err := servicesToSync(c.serviceLister, projection)
+	if err != nil {
+		return err
+	}
+	klog.FromContext(ctx).V(4).Info("Pod event affects services", "namespace", projection.namespace, "services", keys.UnsortedList())
+	for key := range keys {
+		c.queue.AddAfter(key, c.batchPeriod)
+	}
+	return nil
+}
+
+// handleErr forgets a key after success and retries it with backoff after failure, up
+// to maxRetries times.
+func handleErr[T comparable](ctx context.Context, queue workqueue.TypedRateLimitingInterface[T], key T, err error) {
+	if err == nil {
+		queue.Forget(key)
+		return
+	}
+	logger := klog.FromContext(ctx)
+	if queue.NumRequeues(key) < maxRetries {
+		logger.V(2).Info("Sync failed, retrying", "key", key, "err", err)
+		queue.AddRateLimited(key)
+		return
+	}
+	queue.Forget(key)
+	utilruntime.HandleErrorWithContext(ctx, err, "Dropping key out of the queue after repeated failures", "key", key, "retries", maxRetries)
+}
