@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/mini-kcm/mini-kcm/controllers/deployment/rollout"
@@ -262,3 +263,6 @@ func hasPrefixIn(list []string, prefix string) bool {
 
 // infinite is the MaxInt32 sentinel meaning "no limit".
 var infinite = int32(math.MaxInt32)
+
+// klogBackground is the logger handed to event handlers in tests.
+var klogBackground = klog.Background()
