@@ -16,9 +16,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
 	"github.com/mini-kcm/mini-kcm/controllers/deployment/rollout"
@@ -433,6 +438,54 @@ func TestDescriptor(t *testing.T) {
 	if _, err := controllers.NewRegistry(desc); err != nil {
 		t.Errorf("registry rejects the descriptor: %v", err)
 	}
+}
+
+type fakeClients struct{ client kubernetes.Interface }
+
+func (f fakeClients) Client(string) (kubernetes.Interface, error) { return f.client, nil }
+
+type fakeRecorders struct{ names *[]string }
+
+func (f fakeRecorders) Recorder(component string) record.EventRecorder {
+	*f.names = append(*f.names, component)
+	return record.NewFakeRecorder(10)
+}
+
+func TestNewAsksForItsInformersAndUsesItsOwnIdentity(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	client := fake.NewClientset()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	var recorders []string
+	ctrl, err := New(ctx, controllers.Context{
+		InformerFactory: factory,
+		Clients:         fakeClients{client},
+		Events:          fakeRecorders{&recorders},
+		Config:          controllers.Config{Deployment: controllers.DeploymentConfig{ConcurrentSyncs: 2}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ctrl.Name() != "deployment-controller" || !slices.Equal(recorders, []string{"deployment-controller"}) {
+		t.Errorf("name %q, recorders %v", ctrl.Name(), recorders)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	factory.Start(ctx.Done())
+	synced := factory.WaitForCacheSync(ctx.Done())
+	want := map[string]bool{"*v1.Deployment": true, "*v1.ReplicaSet": true, "*v1.Pod": true}
+	if len(synced) != len(want) {
+		t.Errorf("informers started: %v, want deployments, replicasets and pods", synced)
+	}
+	for typ, ok := range synced {
+		if !ok || !want[typ.String()] {
+			t.Errorf("informer %v synced=%v", typ, ok)
+		}
+	}
+
+	done := make(chan struct{})
+	go func() { ctrl.Run(ctx); close(done) }()
+	cancel()
+	<-done
 }
 
 func TestDeploymentsForReplicaSetIgnoresEmptySelectors(t *testing.T) {
