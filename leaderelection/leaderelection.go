@@ -1,0 +1,302 @@
+// Package leaderelection runs mini-kcm's controllers only while this process holds a
+// Lease, and hands the Lease over safely when the process stops.
+//
+// Guarantees and limits:
+//
+//   - There is no fencing. The Lease is a hint that well-behaved replicas respect, not a
+//     lock the apiserver enforces: a paused or partitioned leader can still write after
+//     a standby took over. The timing below makes this unlikely, not impossible.
+//   - Every decision uses the local clock only. A standby takes over once it has seen no
+//     change to the Lease for leaseDurationSeconds measured on its own clock; timestamps
+//     written by other replicas are never compared with ours. Clock skew is therefore
+//     harmless, but a clock running much faster than the leader's shortens the wait.
+//     Keep --leader-elect-lease-duration comfortably above --leader-elect-renew-deadline.
+//   - Lost lease: when the leader cannot renew within the renew deadline while it is not
+//     shutting down (or while its controllers are draining), it logs "leaderelection
+//     lost" and exits with code 1 at once. It does not release the Lease or write
+//     anything else: another replica may already be leading, and restarting is the only
+//     way to be sure no worker of this process acts any more.
+//   - SIGTERM (the caller cancels ctx): the controllers' context is cancelled and Run
+//     waits for the run function to return, which the app does only after every worker
+//     stopped (bounded by --controller-shutdown-timeout) and the informers stopped. The
+//     Lease is renewed during that time. Only then is the Lease released (holder "",
+//     duration 1s) with a fresh context, so a standby takes over within about one retry
+//     period instead of a full lease duration, and never while an old worker still runs.
+//     If the run function reports that controllers are still running
+//     (ErrControllersStillRunning), the Lease is not released and simply expires.
+//
+// This differs from client-go's LeaderElector with ReleaseOnCancel, which releases the
+// Lease as soon as its context is cancelled, while OnStartedLeading is still running, and
+// which also tries to release after a lost renewal. Run therefore drives the elector with
+// ReleaseOnCancel off and releases the Lease itself, after the run function returned.
+package leaderelection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+)
+
+// ErrControllersStillRunning is wrapped by a run function that gave up waiting for its
+// controllers. Run then keeps the Lease until it expires instead of releasing it, so no
+// standby starts while a stuck worker of this process may still write.
+var ErrControllersStillRunning = errors.New("controllers are still running")
+
+// ErrLeaseLost is returned by Run when the Lease was lost. It is only ever seen when
+// Config.Exit returns, which the real exit never does.
+var ErrLeaseLost = errors.New("leaderelection lost")
+
+// Config configures one candidate in the election.
+type Config struct {
+	// Client is used only for the Lease. It should be dedicated to leader election
+	// (see NewClient), so that a busy controller never delays a renewal.
+	Client kubernetes.Interface
+	// Namespace and Name locate the Lease.
+	Namespace string
+	Name      string
+	// Identity is this candidate's unique name (see NewIdentity).
+	Identity string
+	// LeaseDuration, RenewDeadline and RetryPeriod time the election; they must satisfy
+	// LeaseDuration > RenewDeadline > 1.2 × RetryPeriod.
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
+	// EventRecorder records "<identity> became leader" and "<identity> stopped leading"
+	// LeaderElection events on the Lease. Optional.
+	EventRecorder resourcelock.EventRecorder
+	// WatchDog, when set, is tied to the elector so that /healthz fails for a leader
+	// that stopped renewing but did not exit. Optional.
+	WatchDog *leaderelection.HealthzAdaptor
+	// Exit ends the process after a lost Lease. It defaults to flushing the logs and
+	// exiting; tests replace it.
+	Exit func(code int)
+}
+
+// NewIdentity returns hostname_uuid.
+func NewIdentity() (string, error) {
+	hostname, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("getting the hostname for the leader election identity: %w", err)
+	}
+	// Add a uniquifier so that two processes on one host never both become active.
+	return hostname + "_" + string(uuid.NewUUID()), nil
+}
+
+// NewClient returns a client for the Lease only, with its own rate limit and user agent,
+// and a request timeout of max(1s, renewDeadline/2), so that one hung request cannot use
+// up the whole renew deadline and cost the Lease.
+func NewClient(base *rest.Config, userAgent string, renewDeadline time.Duration) (kubernetes.Interface, error) {
+	cfg := rest.CopyConfig(base)
+	cfg.Timeout = max(time.Second, renewDeadline/2)
+	cfg.UserAgent = userAgent
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the leader election client: %w", err)
+	}
+	return client, nil
+}
+
+// Run campaigns for the Lease until ctx is cancelled. While this process leads, it calls
+// run with a context that is cancelled on ctx's cancellation or on a lost Lease; run must
+// return only after everything it started has stopped.
+//
+// Run returns nil after a clean shutdown (ctx cancelled, whether leading or not), run's
+// error if run returned one (the Lease is released first, unless the error wraps
+// ErrControllersStillRunning), and exits the process through cfg.Exit if the Lease is lost.
+func Run(ctx context.Context, cfg Config, run func(ctx context.Context) error) error {
+	logger := klog.FromContext(ctx)
+	exit := cfg.Exit
+	if exit == nil {
+		exit = func(code int) { klog.FlushAndExit(klog.ExitFlushTimeout, code) }
+	}
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Name},
+		Client:     cfg.Client.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity, EventRecorder: cfg.EventRecorder},
+	}
+	logger = klog.LoggerWithValues(logger, "lease", lock.Describe(), "identity", cfg.Identity)
+
+	// The election has a context of its own, not cancelled by SIGTERM: while the
+	// controllers drain, the Lease must still be renewed. It ends when the run function
+	// returned, or at once when a signal arrives while this process is a standby.
+	electionCtx, stopElection := context.WithCancel(klog.NewContext(context.WithoutCancel(ctx), logger))
+	defer stopElection()
+
+	var (
+		mu sync.Mutex
+		// ended is set when this process ends the election on purpose; an election
+		// that stops without it lost the Lease.
+		ended bool
+		// leading is set once run was started; afterwards a signal no longer ends the
+		// election directly but through run's return.
+		leading bool
+		lost    bool
+		runErr  error
+	)
+	endElection := func() {
+		mu.Lock()
+		ended = true
+		mu.Unlock()
+		stopElection()
+	}
+	runDone := make(chan struct{})
+
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:          lock,
+		LeaseDuration: cfg.LeaseDuration,
+		RenewDeadline: cfg.RenewDeadline,
+		RetryPeriod:   cfg.RetryPeriod,
+		WatchDog:      cfg.WatchDog,
+		// Released by Run itself, after run returned; see the package documentation.
+		ReleaseOnCancel: false,
+		Name:            cfg.Name,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(leaseCtx context.Context) {
+				defer close(runDone)
+				mu.Lock()
+				if ended {
+					// A signal arrived while the Lease was being acquired: do not start
+					// controllers only to stop them again.
+					mu.Unlock()
+					return
+				}
+				leading = true
+				mu.Unlock()
+
+				logger.Info("Started leading")
+				runCtx, cancel := context.WithCancel(leaseCtx)
+				defer cancel()
+				stopOnSignal := context.AfterFunc(ctx, cancel)
+				defer stopOnSignal()
+				err := run(runCtx)
+				mu.Lock()
+				runErr = err
+				mu.Unlock()
+				// run returned on a signal or on its own: end the election, so that the
+				// Lease is released (or left to expire) and Run returns. If the Lease
+				// was lost instead, the elector is ending already.
+				if leaseCtx.Err() == nil {
+					endElection()
+				}
+			},
+			OnStoppedLeading: func() {
+				mu.Lock()
+				lost = !ended
+				wasLost := lost
+				mu.Unlock()
+				if wasLost {
+					logger.Error(nil, "leaderelection lost")
+					exit(1)
+				}
+			},
+			OnNewLeader: func(identity string) {
+				if identity != cfg.Identity {
+					logger.Info("New leader observed", "leader", identity)
+				}
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("configuring leader election on lease %s: %w", lock.Describe(), err)
+	}
+	if cfg.WatchDog != nil {
+		cfg.WatchDog.SetLeaderElection(elector)
+	}
+
+	// A signal while standing by ends the election at once; a leader ends it only
+	// after run returned.
+	stopOnSignal := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		standby := !leading
+		if standby {
+			ended = true
+		}
+		mu.Unlock()
+		if standby {
+			stopElection()
+		}
+	})
+	defer stopOnSignal()
+
+	logger.Info("Joining leader election", "leaseDuration", cfg.LeaseDuration,
+		"renewDeadline", cfg.RenewDeadline, "retryPeriod", cfg.RetryPeriod)
+	elector.Run(electionCtx)
+
+	// The elector starts OnStartedLeading in a goroutine of its own and does not wait
+	// for it. It did so if and only if it acquired the Lease, which it then still
+	// believes it holds; wait for the callback so no goroutine outlives Run.
+	mu.Lock()
+	started := leading
+	mu.Unlock()
+	if started || elector.IsLeader() {
+		<-runDone
+	}
+
+	mu.Lock()
+	wasLost, err := lost, runErr
+	mu.Unlock()
+	if wasLost {
+		return ErrLeaseLost
+	}
+	if errors.Is(err, ErrControllersStillRunning) {
+		logger.Error(err, "Not releasing the lease while controllers may still run; standbys take over once it expires")
+		return err
+	}
+	if releaseErr := release(electionCtx, lock, cfg.Identity, cfg.RenewDeadline); releaseErr != nil {
+		logger.Error(releaseErr, "Failed to release the lease; standbys take over once it expires")
+	}
+	return err
+}
+
+// release gives up the Lease if this candidate still holds it: holder "" and a duration
+// of one second, as client-go's ReleaseOnCancel does, so standbys take over at their next
+// retry. It reads the Lease first and never overwrites another holder's record.
+func release(ctx context.Context, lock *resourcelock.LeaseLock, identity string, timeout time.Duration) error {
+	logger := klog.FromContext(ctx)
+	// The election context may be done; the release needs a fresh one.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	for {
+		record, _, err := lock.Get(ctx)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading lease %s: %w", lock.Describe(), err)
+		}
+		if record.HolderIdentity != identity {
+			// Never acquired, or already taken over: nothing of ours to release.
+			return nil
+		}
+		now := metav1.Now()
+		err = lock.Update(ctx, resourcelock.LeaderElectionRecord{
+			HolderIdentity:       "",
+			LeaseDurationSeconds: 1,
+			AcquireTime:          now,
+			RenewTime:            now,
+			LeaderTransitions:    record.LeaderTransitions,
+		})
+		if apierrors.IsConflict(err) {
+			// A renewal that was in flight when the election stopped changed the
+			// Lease after our read; read it again.
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("releasing lease %s: %w", lock.Describe(), err)
+		}
+		logger.Info("Released the lease")
+		return nil
+	}
+}

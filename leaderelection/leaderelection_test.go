@@ -1,0 +1,347 @@
+package leaderelection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
+)
+
+const (
+	leaseNamespace = "kube-system"
+	leaseName      = "test-lease"
+)
+
+// testConfig returns fast timings: a lost renewal is detected after one second.
+func testConfig(client *fake.Clientset, identity string) Config {
+	return Config{
+		Client:        client,
+		Namespace:     leaseNamespace,
+		Name:          leaseName,
+		Identity:      identity,
+		LeaseDuration: 2 * time.Second,
+		RenewDeadline: time.Second,
+		RetryPeriod:   100 * time.Millisecond,
+		EventRecorder: record.NewFakeRecorder(100),
+		Exit:          func(code int) { panic(fmt.Sprintf("unexpected exit(%d)", code)) },
+	}
+}
+
+// leaseUpdates records the holder of every Lease update the client attempts.
+type leaseUpdates struct {
+	mu      sync.Mutex
+	holders []string
+}
+
+func (u *leaseUpdates) record(action clienttesting.Action) (bool, runtime.Object, error) {
+	lease := action.(clienttesting.UpdateAction).GetObject().(*coordinationv1.Lease)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.holders = append(u.holders, ptr.Deref(lease.Spec.HolderIdentity, ""))
+	return false, nil, nil
+}
+
+func (u *leaseUpdates) count() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.holders)
+}
+
+func getLease(t *testing.T, client *fake.Clientset) *coordinationv1.Lease {
+	t.Helper()
+	lease, err := client.CoordinationV1().Leases(leaseNamespace).Get(context.Background(), leaseName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lease
+}
+
+// runInBackground starts Run and returns a channel that yields its result.
+func runInBackground(ctx context.Context, cfg Config, run func(context.Context) error) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg, run) }()
+	return done
+}
+
+func waitFor[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+func TestSigtermReleasesLeaseOnlyAfterControllersStopped(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	ctx, sigterm := context.WithCancel(klog.NewContext(context.Background(), logger))
+	defer sigterm()
+	client := fake.NewClientset()
+	var drained atomic.Bool
+	var releasedEarly atomic.Bool
+	updates := &leaseUpdates{}
+	client.PrependReactor("update", "leases", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		lease := action.(clienttesting.UpdateAction).GetObject().(*coordinationv1.Lease)
+		if ptr.Deref(lease.Spec.HolderIdentity, "") == "" && !drained.Load() {
+			releasedEarly.Store(true)
+		}
+		return updates.record(action)
+	})
+	cfg := testConfig(client, "me")
+	recorder := cfg.EventRecorder.(*record.FakeRecorder)
+
+	started := make(chan struct{})
+	var updatesWhenCancelled int
+	done := runInBackground(ctx, cfg, func(ctx context.Context) error {
+		close(started)
+		<-ctx.Done()
+		updatesWhenCancelled = updates.count()
+		// Workers finishing in-flight syncs: long enough for several renewals.
+		time.Sleep(500 * time.Millisecond)
+		drained.Store(true)
+		return nil
+	})
+	waitFor(t, started, "leadership")
+	sigterm()
+	if err := waitFor(t, done, "Run to return"); err != nil {
+		t.Fatalf("Run() = %v, want nil", err)
+	}
+
+	if releasedEarly.Load() {
+		t.Error("the lease was released before the controllers stopped")
+	}
+	lease := getLease(t, client)
+	if holder := ptr.Deref(lease.Spec.HolderIdentity, "<nil>"); holder != "" || ptr.Deref(lease.Spec.LeaseDurationSeconds, 0) != 1 {
+		t.Errorf("lease holder %q duration %v, want released (holder \"\", 1s)", holder, ptr.Deref(lease.Spec.LeaseDurationSeconds, 0))
+	}
+	updates.mu.Lock()
+	renewalsWhileDraining := 0
+	for _, holder := range updates.holders[updatesWhenCancelled:] {
+		if holder == "me" {
+			renewalsWhileDraining++
+		}
+	}
+	updates.mu.Unlock()
+	if renewalsWhileDraining == 0 {
+		t.Error("the lease was not renewed while the controllers drained")
+	}
+	close(recorder.Events)
+	var events []string
+	for e := range recorder.Events {
+		events = append(events, e)
+	}
+	want := []string{"Normal LeaderElection me became leader", "Normal LeaderElection me stopped leading"}
+	if strings.Join(events, "\n") != strings.Join(want, "\n") {
+		t.Errorf("events = %q, want %q", events, want)
+	}
+}
+
+func TestLostLeaseExitsAtOnceWithoutWritingTheLease(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	ctx := klog.NewContext(context.Background(), logger)
+	client := fake.NewClientset()
+	var apiserverDown atomic.Bool
+	var exitCode atomic.Int32
+	var writesAfterExit atomic.Int32
+	exited := make(chan struct{})
+	client.PrependReactor("*", "leases", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		select {
+		case <-exited:
+			if action.GetVerb() != "get" {
+				writesAfterExit.Add(1)
+			}
+		default:
+		}
+		if apiserverDown.Load() {
+			return true, nil, errors.New("connection refused")
+		}
+		return false, nil, nil
+	})
+	cfg := testConfig(client, "me")
+	cfg.Exit = func(code int) {
+		exitCode.Store(int32(code))
+		close(exited)
+	}
+
+	started := make(chan struct{})
+	runCancelled := make(chan time.Time, 1)
+	done := runInBackground(ctx, cfg, func(ctx context.Context) error {
+		close(started)
+		<-ctx.Done()
+		runCancelled <- time.Now()
+		return nil
+	})
+	waitFor(t, started, "leadership")
+	apiserverDown.Store(true)
+	if err := waitFor(t, done, "Run to return"); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("Run() = %v, want ErrLeaseLost", err)
+	}
+	select {
+	case <-exited:
+	default:
+		t.Fatal("exit was not called")
+	}
+	if code := exitCode.Load(); code != 1 {
+		t.Errorf("exit code = %d, want 1", code)
+	}
+	waitFor(t, runCancelled, "the controllers' context to be cancelled")
+	if n := writesAfterExit.Load(); n != 0 {
+		t.Errorf("%d lease writes after exit, want none", n)
+	}
+}
+
+func TestSigtermWhileStandingByReturnsAtOnceWithoutRunning(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	ctx, sigterm := context.WithCancel(klog.NewContext(context.Background(), logger))
+	defer sigterm()
+	now := metav1.NewMicroTime(time.Now())
+	held := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: leaseNamespace, Name: leaseName},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       ptr.To("other"),
+			LeaseDurationSeconds: ptr.To[int32](60),
+			AcquireTime:          &now,
+			RenewTime:            &now,
+		},
+	}
+	client := fake.NewClientset(held)
+	gets := make(chan struct{}, 100)
+	client.PrependReactor("get", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
+		gets <- struct{}{}
+		return false, nil, nil
+	})
+	var ran atomic.Bool
+	done := runInBackground(ctx, testConfig(client, "me"), func(context.Context) error {
+		ran.Store(true)
+		return nil
+	})
+	waitFor(t, gets, "a first acquisition attempt")
+	start := time.Now()
+	sigterm()
+	if err := waitFor(t, done, "Run to return"); err != nil {
+		t.Fatalf("Run() = %v, want nil", err)
+	}
+	if elapsed := time.Since(start); elapsed > time.Second {
+		t.Errorf("a standby took %s to stop", elapsed)
+	}
+	if ran.Load() {
+		t.Error("run was called although this candidate never led")
+	}
+	if holder := ptr.Deref(getLease(t, client).Spec.HolderIdentity, ""); holder != "other" {
+		t.Errorf("lease holder = %q, want the other candidate's lease untouched", holder)
+	}
+}
+
+func TestRunErrorReleasesTheLeaseAndIsReturned(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	ctx := klog.NewContext(context.Background(), logger)
+	client := fake.NewClientset()
+	buildErr := errors.New("building controller x: boom")
+	err := Run(ctx, testConfig(client, "me"), func(context.Context) error { return buildErr })
+	if !errors.Is(err, buildErr) {
+		t.Fatalf("Run() = %v, want %v", err, buildErr)
+	}
+	if holder := ptr.Deref(getLease(t, client).Spec.HolderIdentity, "<nil>"); holder != "" {
+		t.Errorf("lease holder = %q, want released", holder)
+	}
+}
+
+func TestControllersStillRunningKeepTheLeaseUntilItExpires(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	ctx, sigterm := context.WithCancel(klog.NewContext(context.Background(), logger))
+	client := fake.NewClientset()
+	started := make(chan struct{})
+	done := runInBackground(ctx, testConfig(client, "me"), func(ctx context.Context) error {
+		close(started)
+		<-ctx.Done()
+		return fmt.Errorf("controller shutdown timeout reached: %w", ErrControllersStillRunning)
+	})
+	waitFor(t, started, "leadership")
+	sigterm()
+	if err := waitFor(t, done, "Run to return"); !errors.Is(err, ErrControllersStillRunning) {
+		t.Fatalf("Run() = %v, want ErrControllersStillRunning", err)
+	}
+	if holder := ptr.Deref(getLease(t, client).Spec.HolderIdentity, ""); holder != "me" {
+		t.Errorf("lease holder = %q, want still held by me", holder)
+	}
+}
+
+func TestStandbyTakesOverAReleasedLeaseWithinARetryPeriod(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	base := klog.NewContext(context.Background(), logger)
+	client := fake.NewClientset()
+
+	ctxA, stopA := context.WithCancel(base)
+	startedA := make(chan struct{})
+	doneA := runInBackground(ctxA, testConfig(client, "a"), func(ctx context.Context) error {
+		close(startedA)
+		<-ctx.Done()
+		return nil
+	})
+	waitFor(t, startedA, "a to lead")
+
+	ctxB, stopB := context.WithCancel(base)
+	defer stopB()
+	startedB := make(chan time.Time, 1)
+	doneB := runInBackground(ctxB, testConfig(client, "b"), func(ctx context.Context) error {
+		startedB <- time.Now()
+		<-ctx.Done()
+		return nil
+	})
+	// Let b observe a's lease before a steps down.
+	time.Sleep(300 * time.Millisecond)
+	stopA()
+	if err := waitFor(t, doneA, "a to return"); err != nil {
+		t.Fatal(err)
+	}
+	releasedAt := time.Now()
+	takeover := waitFor(t, startedB, "b to take over").Sub(releasedAt)
+	// Without the release b would wait for the 2s lease duration.
+	if takeover > time.Second {
+		t.Errorf("b took over %s after a released the lease", takeover)
+	}
+	lease := getLease(t, client)
+	if ptr.Deref(lease.Spec.HolderIdentity, "") != "b" || ptr.Deref(lease.Spec.LeaseTransitions, 0) != 1 {
+		t.Errorf("lease holder %q transitions %d, want b and 1", ptr.Deref(lease.Spec.HolderIdentity, ""), ptr.Deref(lease.Spec.LeaseTransitions, 0))
+	}
+	stopB()
+	if err := waitFor(t, doneB, "b to return"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestInconsistentTimingIsAnErrorNotAPanic(t *testing.T) {
+	cfg := testConfig(fake.NewClientset(), "me")
+	cfg.RenewDeadline = cfg.LeaseDuration
+	err := Run(context.Background(), cfg, func(context.Context) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "leaseDuration must be greater than renewDeadline") {
+		t.Errorf("Run() = %v, want a configuration error", err)
+	}
+}
+
+func TestIdentityIsHostnameAndUniquifier(t *testing.T) {
+	a, err := NewIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := NewIdentity()
+	if a == b || !strings.Contains(a, "_") {
+		t.Errorf("identities %q and %q, want hostname_uuid and distinct", a, b)
+	}
+}
