@@ -23,13 +23,41 @@ build() {
 		return
 	fi
 	local start=$SECONDS
-	echo ">> building $name from $pkg (first time only; kube-apiserver takes ~8 min on 2 cores)" >&2
+	echo ">> building $name from $pkg" >&2
 	# Build into a temp name and rename, so an interrupted build never leaves a
 	# half-written binary that a later run would trust.
 	(cd "$here/tools/$module" && CGO_ENABLED=0 go build -trimpath -ldflags="$ldflags" -o "$bin_dir/.$name.tmp" "$pkg")
 	mv "$bin_dir/.$name.tmp" "$bin_dir/$name"
 	echo ">> built $name in $((SECONDS - start))s" >&2
 }
+
+binaries=(etcd kube-apiserver kube-scheduler kwok)
+if [[ "${WITH_UPSTREAM_KCM:-}" == 1 ]]; then
+	binaries+=(kube-controller-manager)
+fi
+missing=()
+for name in "${binaries[@]}"; do
+	[[ -x "$bin_dir/$name" ]] || missing+=("$name")
+done
+if ((${#missing[@]} == 0)); then
+	echo "$bin_dir"
+	exit 0
+fi
+
+# Two builds at once (two terminals, make -j) would only compete for the CPU; the
+# second waits for the first and then finds the binaries built.
+if command -v flock >/dev/null; then
+	exec 9>"$bin_dir/.build.lock"
+	if ! flock -n 9; then
+		echo ">> another build of the control plane is running; waiting for it" >&2
+		flock 9
+	fi
+fi
+
+total_start=$SECONDS
+echo ">> control plane binaries missing from $bin_dir: ${missing[*]}" >&2
+echo ">> building them from source through the Go module proxy (once; about 12 minutes on 2 cores," >&2
+echo ">> most of it kube-apiserver; later runs reuse the cache)" >&2
 
 build etcd etcd go.etcd.io/etcd/server/v3
 build kube-apiserver kube k8s.io/kubernetes/cmd/kube-apiserver
@@ -38,4 +66,5 @@ build kwok kwok sigs.k8s.io/kwok/cmd/kwok
 if [[ "${WITH_UPSTREAM_KCM:-}" == 1 ]]; then
 	build kube-controller-manager kube k8s.io/kubernetes/cmd/kube-controller-manager
 fi
+echo ">> control plane built in $((SECONDS - total_start))s" >&2
 echo "$bin_dir"

@@ -32,20 +32,19 @@ func TestMetricsShowLeadershipAndNamedWorkqueues(t *testing.T) {
 		})
 	}
 
-	// The leader runs the controllers, whose queues are named after them.
+	// The leader runs the controllers, whose queues carry upstream's names.
 	framework.Eventually(t, 10*time.Second, func() error {
 		m, err := leader.Metrics()
 		if err != nil {
 			return err
 		}
-		for _, queue := range []string{"replicaset", "deployment"} {
+		for _, queue := range []string{"replicaset", "deployment", "endpoint"} {
 			for _, series := range []string{"workqueue_adds_total", "workqueue_depth", "workqueue_queue_duration_seconds_count"} {
 				if _, ok := m.Value(series, map[string]string{"name": queue}); !ok {
 					return fmt.Errorf("%s{name=%q} missing; workqueue series: %v", series, queue, m.Names("workqueue_"))
 				}
 			}
 		}
-		// TODO: add "endpoints" once the endpoints controller is registered.
 		return nil
 	})
 }

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Runs every fuzz target of the main module for a short time (FUZZTIME, default 10s
+# each): long enough to catch a panic on odd input in CI, short enough to run always.
+# The seed corpus of every target also runs in plain `go test`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fuzztime=${FUZZTIME:-10s}
+
+# Only packages whose tests declare a fuzz target; the tools modules under hack/ are
+# separate modules and are skipped.
+mapfile -t dirs < <(grep -rl --include='*_test.go' --exclude-dir=hack --exclude-dir=.git '^func Fuzz' . | xargs -r -n1 dirname | sort -u)
+if ((${#dirs[@]} == 0)); then
+	echo ">> no fuzz targets"
+	exit 0
+fi
+for dir in "${dirs[@]}"; do
+	for target in $(go test -list '^Fuzz' "$dir" | grep '^Fuzz' || true); do
+		echo ">> fuzzing $dir $target for $fuzztime"
+		go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$dir"
+	done
+done

@@ -1,0 +1,268 @@
+// Command localcluster is `make run`: a local control plane (etcd, kube-apiserver,
+// kube-scheduler, KWOK with fake nodes), three mini-kcm replicas each with its own
+// identity, a sample Deployment and Service, and a one-line live status. Ctrl-C stops
+// everything and leaves no process behind.
+//
+// Try, in another terminal, with the printed KUBECONFIG:
+//
+//	kubectl scale deployment sample --replicas=5
+//	kubectl get endpoints sample
+//	kill <pid of the leader>        # a standby takes over within ~15s
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/mini-kcm/mini-kcm/test/controlplane"
+)
+
+// leaseName is mini-kcm's default Lease, kube-system/mini-kube-controller-manager.
+const leaseName = "mini-kube-controller-manager"
+
+func main() {
+	var (
+		binary   = flag.String("mini-kcm", "bin/mini-kcm", "path of the mini-kcm binary")
+		replicas = flag.Int("replicas", 3, "number of mini-kcm replicas")
+		nodes    = flag.Int("nodes", 3, "number of fake nodes")
+		dir      = flag.String("dir", "", "directory for the control plane state and logs (default: a new temporary directory, kept until exit)")
+	)
+	flag.Parse()
+	if err := run(*binary, *replicas, *nodes, *dir); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+// replica is one running mini-kcm.
+type replica struct {
+	name    string
+	port    int
+	process *controlplane.Process
+}
+
+func run(binary string, replicaCount, nodes int, dir string) error {
+	binary, err := filepath.Abs(binary)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(binary); err != nil {
+		return fmt.Errorf("mini-kcm binary: %w; run `make build` first", err)
+	}
+	// The first Ctrl-C stops everything in order; the processes die with us anyway.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	fmt.Println(">> starting the local control plane (etcd, kube-apiserver, kube-scheduler, kwok)")
+	cp, err := controlplane.Start(ctx, controlplane.Options{
+		Dir:       dir,
+		Scheduler: true,
+		KWOK:      true,
+		Nodes:     nodes,
+		Logf:      func(format string, args ...any) { fmt.Printf("   "+format+"\n", args...) },
+	})
+	if err != nil {
+		return err
+	}
+	var running []*replica
+	defer func() {
+		fmt.Println("\n>> stopping mini-kcm replicas and the control plane")
+		for _, r := range running {
+			r.process.Stop(15 * time.Second)
+		}
+		if err := cp.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
+		}
+		fmt.Println(">> stopped; no process left running")
+	}()
+
+	for i := 1; i <= replicaCount; i++ {
+		r, err := startReplica(cp, binary, i)
+		if err != nil {
+			return err
+		}
+		running = append(running, r)
+	}
+	client := cp.Client()
+	if err := applySample(ctx, client); err != nil {
+		return err
+	}
+
+	fmt.Printf("\n>> ready. In another terminal:\n\n   export KUBECONFIG=%s\n   kubectl get deployments,pods,endpoints -o wide\n\n", cp.KubeconfigPath())
+	for _, r := range running {
+		fmt.Printf("   %s  pid %-7d  http://127.0.0.1:%d/metrics  log %s\n", r.name, r.process.Pid(), r.port, r.process.LogPath())
+	}
+	fmt.Printf("   control plane logs and audit log: %s\n\n", filepath.Join(cp.Dir(), "logs"))
+
+	interactive := isTerminal(os.Stdout)
+	ticker := time.NewTicker(2 * time.Second)
+	defer ticker.Stop()
+	for {
+		line := status(ctx, client, running)
+		if interactive {
+			// Rewrite one line in place; pad to clear the rest of a longer previous line.
+			fmt.Printf("\r%-150s", line)
+		} else {
+			fmt.Println(line)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		}
+	}
+}
+
+// startReplica starts mini-kcm replica i with its own user and a free port.
+func startReplica(cp *controlplane.ControlPlane, binary string, i int) (*replica, error) {
+	name := fmt.Sprintf("mini-kcm-replica-%d", i)
+	// TODO: a least-privilege RBAC role instead of system:masters once it exists.
+	kubeconfig, err := cp.AddUser(name, "system:masters")
+	if err != nil {
+		return nil, err
+	}
+	port, err := controlplane.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	p, err := controlplane.StartProcess(controlplane.ProcessSpec{
+		Name: name,
+		Path: binary,
+		Args: []string{
+			"--kubeconfig=" + kubeconfig,
+			"--bind-address=127.0.0.1",
+			"--port=" + strconv.Itoa(port),
+			"--v=2",
+		},
+		LogPath: filepath.Join(cp.Dir(), "logs", name+".log"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &replica{name: name, port: port, process: p}, nil
+}
+
+// applySample creates a Deployment of three pause pods and a Service selecting them.
+// KWOK never pulls the image; the pods only need to look real.
+func applySample(ctx context.Context, client kubernetes.Interface) error {
+	labels := map[string]string{"app": "sample"}
+	replicas := int32(3)
+	deployment := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "sample", Namespace: metav1.NamespaceDefault},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name:  "pause",
+					Image: "registry.k8s.io/pause:3.10",
+					Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+				}}},
+			},
+		},
+	}
+	service := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "sample", Namespace: metav1.NamespaceDefault},
+		Spec: corev1.ServiceSpec{
+			Selector: labels,
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}},
+		},
+	}
+	if _, err := client.AppsV1().Deployments(metav1.NamespaceDefault).Create(ctx, deployment, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the sample Deployment: %w", err)
+	}
+	if _, err := client.CoreV1().Services(metav1.NamespaceDefault).Create(ctx, service, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the sample Service: %w", err)
+	}
+	fmt.Println(">> applied Deployment default/sample (3 × registry.k8s.io/pause:3.10) and Service default/sample")
+	return nil
+}
+
+// status renders one line: the leader, the replicas still running, each Deployment's
+// ready count, and the addresses of the sample Service's Endpoints.
+func status(ctx context.Context, client kubernetes.Interface, replicas []*replica) string {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	leader, alive := "none", 0
+	for _, r := range replicas {
+		if r.process.Exited() {
+			continue
+		}
+		alive++
+		if leads(ctx, r) {
+			leader = fmt.Sprintf("%s (pid %d)", r.name, r.process.Pid())
+		}
+	}
+
+	var deployments []string
+	if list, err := client.AppsV1().Deployments(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{}); err != nil {
+		deployments = append(deployments, "error: "+err.Error())
+	} else {
+		for _, d := range list.Items {
+			want := int32(1)
+			if d.Spec.Replicas != nil {
+				want = *d.Spec.Replicas
+			}
+			deployments = append(deployments, fmt.Sprintf("%s %d/%d", d.Name, d.Status.ReadyReplicas, want))
+		}
+	}
+
+	addresses := "none"
+	if ep, err := client.CoreV1().Endpoints(metav1.NamespaceDefault).Get(ctx, "sample", metav1.GetOptions{}); err == nil {
+		var ips []string
+		for _, subset := range ep.Subsets {
+			for _, a := range subset.Addresses {
+				ips = append(ips, a.IP)
+			}
+		}
+		if len(ips) > 0 {
+			addresses = strings.Join(ips, ",")
+		}
+	}
+	return fmt.Sprintf("%s  leader: %s  replicas: %d/%d  deployments ready: %s  endpoints sample: %s",
+		time.Now().Format("15:04:05"), leader, alive, len(replicas), strings.Join(deployments, ", "), addresses)
+}
+
+// leads reports whether the replica's metrics say it holds the Lease.
+func leads(ctx context.Context, r *replica) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:"+strconv.Itoa(r.port)+"/metrics", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false
+	}
+	return strings.Contains(string(body), `leader_election_master_status{name="`+leaseName+`"} 1`)
+}
+
+// isTerminal reports whether f is a character device, i.e. a terminal a line can be
+// rewritten on.
+func isTerminal(f *os.File) bool {
+	info, err := f.Stat()
+	return err == nil && info.Mode()&os.ModeCharDevice != 0
+}
