@@ -61,20 +61,25 @@ func New(t *testing.T) *Framework {
 func (f *Framework) Context() context.Context { return f.t.Context() }
 
 func (f *Framework) cleanup() {
+	for _, r := range f.replicas {
+		r.Kill()
+		// A race-detector build (make test-e2e) reports races in its log and keeps
+		// running; a race is a bug even when the test's assertions passed.
+		if logs := r.Logs(); strings.Contains(logs, "WARNING: DATA RACE") {
+			f.t.Errorf("replica %s reported a data race; see %s", r.Name, r.LogPath())
+		}
+	}
 	if f.t.Failed() {
 		for _, r := range f.replicas {
 			f.t.Logf("---- last 80 lines of replica %s (%s) ----\n%s", r.Name, r.LogPath(), controlplane.Tail(r.LogPath(), 80))
 		}
 	}
-	for _, r := range f.replicas {
-		r.Kill()
-	}
 	f.deleteNamespaceContents()
 }
 
-// namespacedCollections are deleted after every test. No namespace or garbage
-// collector runs, so deleting the namespace alone would leave every object in place
-// for the next test's replicas to reconcile.
+// deleteNamespaceContents deletes the test's objects and Lease. No namespace or
+// garbage collector runs, so deleting the namespace alone would leave every object in
+// place for the next test's replicas to reconcile.
 func (f *Framework) deleteNamespaceContents() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -20,6 +20,7 @@
 //
 // The mini-kcm binary is built once per test binary from ./cmd/mini-kcm, or taken from
 // $MINI_KCM_BINARY when set; MINI_KCM_E2E_RACE=1 builds it with the race detector.
+// MINI_KCM_KEEP_DIR=1 keeps the control plane directory and the replica logs.
 package framework
 
 import (
@@ -65,12 +66,19 @@ func Run(m *testing.M, opts controlplane.Options) int {
 		fmt.Fprintf(os.Stderr, "e2e: creating work directory: %v\n", err)
 		return 1
 	}
-	defer os.RemoveAll(suite.workDir)
+	removeWorkDir := func() {
+		if os.Getenv("MINI_KCM_KEEP_DIR") == "1" {
+			fmt.Fprintf(os.Stderr, "e2e: keeping replica logs in %s\n", suite.workDir)
+			return
+		}
+		os.RemoveAll(suite.workDir)
+	}
 
 	begin := time.Now()
 	cp, err := controlplane.Start(context.Background(), opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: starting the control plane: %v\n", err)
+		removeWorkDir()
 		return 1
 	}
 	suite.controlPlane = cp
@@ -84,7 +92,7 @@ func Run(m *testing.M, opts controlplane.Options) int {
 		if err := cp.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "e2e: stopping the control plane: %v\n", err)
 		}
-		os.RemoveAll(suite.workDir)
+		removeWorkDir()
 	}
 	cancelSignals := controlplane.StopOnSignal(stopAll)
 	code := m.Run()
