@@ -9,9 +9,8 @@ SHELL := /usr/bin/env bash
 
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-# The version is stamped where component-base's version package (and so --version,
-# /version-style output and the metrics build info) reads it.
-LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(VERSION)
+# app.version is what --version prints and what every client's user agent carries.
+LDFLAGS := -X github.com/mini-kcm/mini-kcm/app.version=$(VERSION)
 # Pinned so that lint results do not change under our feet; bump deliberately.
 STATICCHECK_VERSION := v0.8.2
 FUZZTIME ?= 10s
