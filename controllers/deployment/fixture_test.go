@@ -95,18 +95,14 @@ func (f *fixture) writes() []string {
 		}
 		name := ""
 		switch act := a.(type) {
-		case clienttesting.CreateAction:
-			if m, ok := act.GetObject().(metav1.Object); ok {
-				name = m.GetName()
-			}
-		case clienttesting.UpdateAction:
-			if m, ok := act.GetObject().(metav1.Object); ok {
-				name = m.GetName()
-			}
 		case clienttesting.DeleteAction:
 			name = act.GetName()
 		case clienttesting.PatchAction:
 			name = act.GetName()
+		case interface{ GetObject() runtime.Object }: // create and update
+			if m, ok := act.GetObject().(metav1.Object); ok {
+				name = m.GetName()
+			}
 		}
 		out = append(out, strings.TrimSpace(a.GetVerb()+" "+resource+" "+name))
 	}
@@ -250,15 +246,6 @@ func withStatus(rs *appsv1.ReplicaSet, replicas, available int32) *appsv1.Replic
 	rs.Status.ReadyReplicas = available
 	rs.Status.AvailableReplicas = available
 	return rs
-}
-
-func hasPrefixIn(list []string, prefix string) bool {
-	for _, s := range list {
-		if strings.HasPrefix(s, prefix) {
-			return true
-		}
-	}
-	return false
 }
 
 // infinite is the MaxInt32 sentinel meaning "no limit".
