@@ -77,6 +77,10 @@ type portAddresses struct {
 // subset is not ready for that port in the result. Ports numbered below 1 are dropped but
 // their addresses are kept, so a headless Service without ports keeps its addresses. The
 // result is newly allocated and shares nothing with the input.
+//
+// Repacking a result again changes nothing, unless the input had ports numbered below 1
+// (which the API rejects): like upstream, each such port groups its addresses on its own
+// before it is dropped, so they may end up in several portless subsets the first time.
 func Repack(subsets []v1.EndpointSubset) []v1.EndpointSubset {
 	addresses := map[addressKey]*v1.EndpointAddress{}
 	byPort := map[portKey]*portAddresses{}
@@ -228,7 +232,6 @@ func hashOf(obj any) []byte {
 	// The apimachinery wrapper is deprecated in favour of k8s.io/utils/dump, which is not
 	// one of our allowed dependencies; both print exactly the same bytes, which is all
 	// that matters for the order.
-	//lint:ignore SA1019 see above
 	hasher.Write([]byte(dump.ForHash(obj)))
 	return hasher.Sum(nil)
 }

@@ -29,11 +29,11 @@ func Count(subsets []v1.EndpointSubset) (ready, notReady int) {
 // first addresses are kept, so truncating repacked subsets drops the highest IPs. The input
 // is not modified; a negative limit counts as 0.
 func Truncate(subsets []v1.EndpointSubset, limit int) ([]v1.EndpointSubset, bool) {
+	limit = max(limit, 0)
 	totalReady, totalNotReady := Count(subsets)
 	if totalReady+totalNotReady <= limit {
 		return subsets, false
 	}
-	limit = max(limit, 0)
 
 	truncateReady := totalReady > limit
 	budget, total := limit-totalReady, totalNotReady
