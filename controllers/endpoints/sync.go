@@ -35,7 +35,7 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 	logger := klog.FromContext(ctx)
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
-		// Only our own handlers queue keys, so retrying cannot help.
+		// A malformed key does not become valid by retrying it.
 		utilruntime.HandleErrorWithContext(ctx, err, "Dropping invalid service key", "key", key)
 		return nil
 	}
@@ -53,7 +53,8 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 	}
 	// ExternalName Services have no endpoints (kubernetes#105986). Services without
 	// a selector get Endpoints written by someone else, which we leave alone. (The API
-	// stores an empty selector as nil, so an empty non-nil one selects every pod.)
+	// stores an empty selector as nil; only an empty selector from elsewhere, a test
+	// say, reaches the list below and selects every pod of the namespace.)
 	if service.Spec.Type == v1.ServiceTypeExternalName || service.Spec.Selector == nil {
 		return nil
 	}
