@@ -1,0 +1,95 @@
+// Package app assembles mini-kcm: the cobra command, the clients, the health and metrics
+// endpoint, leader election, and the start and shutdown order of the controllers.
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+	"k8s.io/client-go/rest"
+	cliflag "k8s.io/component-base/cli/flag"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/mini-kcm/mini-kcm/controllers"
+	"github.com/mini-kcm/mini-kcm/options"
+)
+
+// NewCommand returns the mini-kcm command with the compiled-in controllers.
+func NewCommand() *cobra.Command {
+	return newCommand(newRegistry())
+}
+
+func newCommand(reg *controllers.Registry) *cobra.Command {
+	opts := options.NewOptions()
+	cmd := &cobra.Command{
+		Use: "mini-kcm",
+		Long: `mini-kcm runs the ReplicaSet, Deployment and Endpoints control loops of the Kubernetes
+controller manager. A control loop watches the shared state of the cluster through the
+apiserver and makes changes attempting to move the current state towards the desired state.
+Run several replicas for high availability: they elect a leader through a Lease, and only
+the leader runs controllers. "mini-kcm leader" prints who leads.`,
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			// mini-kcm watches whatever the cluster serves; deprecation warnings would
+			// repeat on every list and are for API clients written by humans.
+			rest.SetDefaultWarningHandler(rest.NoWarnings{})
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.ShowVersion {
+				fmt.Fprintf(cmd.OutOrStdout(), "mini-kcm %s\n", version)
+				return nil
+			}
+			// Apply logging first, so that everything after logs in the chosen format.
+			if err := logsapi.ValidateAndApply(opts.Logs, nil); err != nil {
+				return err
+			}
+			cliflag.PrintFlags(cmd.Flags())
+			cfg, err := opts.Config(reg)
+			if err != nil {
+				return err
+			}
+			ctx, stop := withShutdownSignals(context.Background(), func(code int) {
+				klog.FlushAndExit(klog.ExitFlushTimeout, code)
+			})
+			defer stop()
+			return Run(ctx, cfg, reg)
+		},
+		Args: noArgs,
+	}
+
+	fss := opts.Flags(reg)
+	for _, name := range fss.Order {
+		cmd.Flags().AddFlagSet(fss.FlagSets[name])
+	}
+	cliflag.SetUsageAndHelpFunc(cmd, fss, terminalWidth(cmd.OutOrStdout()))
+
+	cmd.AddCommand(newLeaderCommand())
+	return cmd
+}
+
+// noArgs rejects positional arguments with kube-controller-manager's message: a stray
+// word is usually a flag with a missing "--" or a value split by the shell.
+func noArgs(cmd *cobra.Command, args []string) error {
+	for _, arg := range args {
+		if len(arg) > 0 {
+			return fmt.Errorf("%q does not take any arguments, got %q", cmd.CommandPath(), args)
+		}
+	}
+	return nil
+}
+
+// terminalWidth is the width --help wraps to: the terminal's, or no wrapping when the
+// output is not a terminal.
+func terminalWidth(w io.Writer) int {
+	if f, ok := w.(*os.File); ok {
+		if cols, _, err := term.GetSize(int(f.Fd())); err == nil {
+			return cols
+		}
+	}
+	return 0
+}

@@ -1,0 +1,135 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+
+	"github.com/mini-kcm/mini-kcm/controllers"
+)
+
+func testRegistry(t *testing.T) *controllers.Registry {
+	t.Helper()
+	noop := func(context.Context, controllers.Context) (controllers.Controller, error) { return nil, nil }
+	reg, err := controllers.NewRegistry(
+		controllers.Descriptor{Name: "replicaset-controller", Aliases: []string{"replicaset"}, New: noop},
+		controllers.Descriptor{Name: "tokencleaner-controller", DisabledByDefault: true, New: noop},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+// execute runs the command with args and returns its output and error.
+func execute(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := newCommand(testRegistry(t))
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+func TestPositionalArgumentsAreRejected(t *testing.T) {
+	for _, args := range [][]string{{"foo"}, {"--leader-elect=false", "true"}, {"leader", "extra"}} {
+		_, err := execute(t, args...)
+		if err == nil || !strings.Contains(err.Error(), "does not take any arguments, got") {
+			t.Errorf("%q: error = %v, want kube-controller-manager's positional argument error", args, err)
+		}
+	}
+}
+
+func TestVersionFlagPrintsOurVersion(t *testing.T) {
+	out, err := execute(t, "--version")
+	if err != nil || out != "mini-kcm v0.0.0-dev\n" {
+		t.Errorf("--version printed %q, %v", out, err)
+	}
+}
+
+func TestHelpShowsSectionsAndTheKnownControllers(t *testing.T) {
+	out, err := execute(t, "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Generic flags:", "Leader election flags:", "Serving flags:", "Replicaset-controller flags:",
+		"Debugging flags:", "Logs flags:", "Misc flags:",
+		"All controllers: replicaset-controller, tokencleaner-controller",
+		"Disabled-by-default controllers: tokencleaner-controller",
+		"mini-kcm leader",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--help does not show %q", want)
+		}
+	}
+}
+
+func TestLeaderPrintsHolderTimesAndCandidates(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	acquired := metav1.NewMicroTime(now.Add(-5 * time.Minute))
+	renewed := metav1.NewMicroTime(now.Add(-2 * time.Second))
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "mini-kube-controller-manager"},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       ptr.To("node-b_2"),
+			LeaseDurationSeconds: ptr.To[int32](15),
+			AcquireTime:          &acquired,
+			RenewTime:            &renewed,
+			LeaseTransitions:     ptr.To[int32](3),
+		},
+	}
+	event := func(name, message string, ago time.Duration) *corev1.Event {
+		return &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{Namespace: "kube-system", Name: name},
+			InvolvedObject: corev1.ObjectReference{Kind: "Lease", Name: "mini-kube-controller-manager", Namespace: "kube-system"},
+			Reason:         "LeaderElection",
+			Message:        message,
+			Count:          1,
+			LastTimestamp:  metav1.NewTime(now.Add(-ago)),
+		}
+	}
+	client := fake.NewClientset(lease,
+		event("e1", "node-a_1 became leader", 10*time.Minute),
+		event("e2", "node-a_1 stopped leading", 5*time.Minute),
+		event("e3", "node-b_2 became leader", 5*time.Minute-time.Second),
+	)
+	var out bytes.Buffer
+	if err := printLeader(context.Background(), &out, client, "kube-system", "mini-kube-controller-manager", now); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Lease:           kube-system/mini-kube-controller-manager",
+		"Holder:          node-b_2",
+		"Acquired:        2026-01-02T02:59:05Z (5m ago)",
+		"Renewed:         2026-01-02T03:04:03Z (2s ago)",
+		"Lease duration:  15s (valid by this machine's clock)",
+		"Transitions:     3",
+		"node-b_2  became leader    4m59s ago  1",
+		"node-a_1  stopped leading  5m ago     1",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output does not contain %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Index(out.String(), "node-b_2  became") > strings.Index(out.String(), "node-a_1  stopped") {
+		t.Errorf("candidates are not newest first:\n%s", out.String())
+	}
+}
+
+func TestLeaderExplainsAMissingLease(t *testing.T) {
+	err := printLeader(context.Background(), &bytes.Buffer{}, fake.NewClientset(), "kube-system", "x", time.Now())
+	if err == nil || !strings.Contains(err.Error(), "lease kube-system/x not found") {
+		t.Errorf("printLeader() = %v", err)
+	}
+}

@@ -1,0 +1,21 @@
+package app
+
+import (
+	"github.com/mini-kcm/mini-kcm/controllers"
+)
+
+// descriptors lists every controller compiled into mini-kcm. Each controller package
+// exports func Descriptor() controllers.Descriptor; adding a controller means adding
+// one line here.
+func descriptors() []controllers.Descriptor {
+	return []controllers.Descriptor{
+		// The replicaset, deployment and endpoints controllers are added here as
+		// their packages land.
+	}
+}
+
+// newRegistry builds the registry of the compiled-in controllers. A duplicate name or
+// alias is a programming error that the unit tests catch.
+func newRegistry() *controllers.Registry {
+	return controllers.MustNewRegistry(descriptors()...)
+}

@@ -1,0 +1,55 @@
+package app
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+)
+
+// correlatorOptions spells out client-go's defaults, so that the event spam filter and
+// aggregation mini-kcm runs with are visible here rather than implied.
+var correlatorOptions = record.CorrelatorOptions{
+	// Remember up to 4096 event series.
+	LRUCacheSize: 4096,
+	// Per source and object: a burst of 25 events, then one every 5 minutes.
+	BurstSize: 25,
+	QPS:       1. / 300.,
+	// Aggregate after 10 similar events (same object and reason) within 10 minutes.
+	MaxEvents:            10,
+	MaxIntervalInSeconds: 600,
+}
+
+// eventRecorders is the process's single event pipeline. Upstream starts one broadcaster
+// per controller; one is enough, as a recorder carries its own component name.
+// It implements controllers.EventRecorders.
+type eventRecorders struct {
+	broadcaster record.EventBroadcaster
+}
+
+// startEvents starts recording events to the core/v1 Events API through client and
+// logging them at V(3), the level upstream controllers log their events at. The
+// broadcaster ignores ctx's cancellation, so events recorded during shutdown (such as
+// "stopped leading") are still sent; call shutdown last.
+func startEvents(ctx context.Context, client kubernetes.Interface) *eventRecorders {
+	broadcaster := record.NewBroadcaster(
+		record.WithContext(context.WithoutCancel(ctx)),
+		record.WithCorrelatorOptions(correlatorOptions),
+	)
+	broadcaster.StartStructuredLogging(3)
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	return &eventRecorders{broadcaster: broadcaster}
+}
+
+// Recorder returns a recorder whose events name component as their source.
+func (e *eventRecorders) Recorder(component string) record.EventRecorder {
+	return e.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component})
+}
+
+// shutdown stops the pipeline; events not yet sent are dropped.
+func (e *eventRecorders) shutdown() {
+	e.broadcaster.Shutdown()
+}

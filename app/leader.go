@@ -1,0 +1,191 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/client-go/kubernetes"
+	cliflag "k8s.io/component-base/cli/flag"
+
+	"github.com/mini-kcm/mini-kcm/options"
+)
+
+// newLeaderCommand returns `mini-kcm leader`, which shows the state of the election.
+func newLeaderCommand() *cobra.Command {
+	generic := options.NewGenericOptions()
+	le := options.NewLeaderElectionOptions()
+	cmd := &cobra.Command{
+		Use:   "leader",
+		Short: "Print who holds the mini-kcm Lease and which candidates were seen",
+		Long: `Print the mini-kcm Lease: its holder, when it was acquired and last renewed, its
+duration and how often it changed hands, followed by the candidates seen in the
+LeaderElection events recorded on the Lease (events expire, by default after one hour).`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := generic.RESTConfig()
+			if err != nil {
+				return err
+			}
+			cfg.UserAgent = userAgent("leader")
+			cfg.Timeout = 10 * time.Second
+			client, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return fmt.Errorf("building the Kubernetes client: %w", err)
+			}
+			return printLeader(cmd.Context(), cmd.OutOrStdout(), client, le.ResourceNamespace, le.ResourceName, time.Now())
+		},
+	}
+	var fss cliflag.NamedFlagSets
+	fs := fss.FlagSet("generic")
+	fs.StringVar(&generic.Kubeconfig, "kubeconfig", generic.Kubeconfig,
+		"Path to a kubeconfig file; with neither --kubeconfig nor --master, the in-cluster configuration is used.")
+	fs.StringVar(&generic.Master, "master", generic.Master,
+		"The address of the Kubernetes API server (overrides any value in kubeconfig).")
+	fs.StringVar(&le.ResourceName, "leader-elect-resource-name", le.ResourceName, "The name of the Lease.")
+	fs.StringVar(&le.ResourceNamespace, "leader-elect-resource-namespace", le.ResourceNamespace, "The namespace of the Lease.")
+	fss.FlagSet("misc").BoolP("help", "h", false, "help for leader")
+	for _, name := range fss.Order {
+		cmd.Flags().AddFlagSet(fss.FlagSets[name])
+	}
+	cliflag.SetUsageAndHelpFunc(cmd, fss, terminalWidth(cmd.OutOrStdout()))
+	return cmd
+}
+
+// candidate summarises the LeaderElection events of one identity.
+type candidate struct {
+	identity string
+	// last is the latest event's action, "became leader" or "stopped leading".
+	last     string
+	lastSeen time.Time
+	// terms counts how often the candidate became leader.
+	terms int32
+}
+
+// printLeader writes the Lease and the candidates seen in its events to w.
+func printLeader(ctx context.Context, w io.Writer, client kubernetes.Interface, namespace, name string, now time.Time) error {
+	lease, err := client.CoordinationV1().Leases(namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("lease %s/%s not found: no mini-kcm with --leader-elect has run against this cluster yet, "+
+			"or it uses another --leader-elect-resource-name or --leader-elect-resource-namespace", namespace, name)
+	}
+	if err != nil {
+		return fmt.Errorf("reading lease %s/%s: %w", namespace, name, err)
+	}
+
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	spec := lease.Spec
+	holder := "<none> (released)"
+	if spec.HolderIdentity != nil && *spec.HolderIdentity != "" {
+		holder = *spec.HolderIdentity
+	}
+	fmt.Fprintf(tw, "Lease:\t%s/%s\n", namespace, name)
+	fmt.Fprintf(tw, "Holder:\t%s\n", holder)
+	fmt.Fprintf(tw, "Acquired:\t%s\n", microTime(spec.AcquireTime, now))
+	fmt.Fprintf(tw, "Renewed:\t%s\n", microTime(spec.RenewTime, now))
+	if spec.LeaseDurationSeconds != nil {
+		d := time.Duration(*spec.LeaseDurationSeconds) * time.Second
+		state := "valid"
+		if spec.RenewTime == nil || spec.RenewTime.Add(d).Before(now) {
+			state = "expired"
+		}
+		fmt.Fprintf(tw, "Lease duration:\t%s (%s by this machine's clock)\n", d, state)
+	}
+	if spec.LeaseTransitions != nil {
+		fmt.Fprintf(tw, "Transitions:\t%d\n", *spec.LeaseTransitions)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	selector := fields.Set{
+		"involvedObject.kind": "Lease",
+		"involvedObject.name": name,
+		"reason":              "LeaderElection",
+	}.AsSelector().String()
+	list, err := client.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: selector})
+	if err != nil {
+		fmt.Fprintf(w, "\nCandidates: unknown, listing events failed: %v\n", err)
+		return nil
+	}
+	candidates := candidatesFrom(list.Items)
+	if len(candidates) == 0 {
+		fmt.Fprintln(w, "\nCandidates: none seen (no LeaderElection events; they expire after an hour by default)")
+		return nil
+	}
+	fmt.Fprintln(w, "\nCandidates seen (newest first):")
+	fmt.Fprintln(tw, "  IDENTITY\tLAST EVENT\tWHEN\tTIMES LEADER")
+	for _, c := range candidates {
+		fmt.Fprintf(tw, "  %s\t%s\t%s ago\t%d\n", c.identity, c.last, duration.HumanDuration(now.Sub(c.lastSeen)), c.terms)
+	}
+	return tw.Flush()
+}
+
+// candidatesFrom parses "<identity> became leader" and "<identity> stopped leading"
+// events, newest candidate first.
+func candidatesFrom(events []corev1.Event) []candidate {
+	byIdentity := map[string]*candidate{}
+	for _, e := range events {
+		var identity, action string
+		for _, a := range []string{"became leader", "stopped leading"} {
+			if id, ok := strings.CutSuffix(e.Message, " "+a); ok {
+				identity, action = id, a
+			}
+		}
+		if identity == "" {
+			continue
+		}
+		seen := eventTime(e)
+		c, ok := byIdentity[identity]
+		if !ok {
+			c = &candidate{identity: identity}
+			byIdentity[identity] = c
+		}
+		if action == "became leader" {
+			c.terms += max(e.Count, 1)
+		}
+		if seen.After(c.lastSeen) || c.last == "" {
+			c.last, c.lastSeen = action, seen
+		}
+	}
+	out := make([]candidate, 0, len(byIdentity))
+	for _, c := range byIdentity {
+		out = append(out, *c)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].lastSeen.Equal(out[j].lastSeen) {
+			return out[i].lastSeen.After(out[j].lastSeen)
+		}
+		return out[i].identity < out[j].identity
+	})
+	return out
+}
+
+// eventTime is when an event last happened, whichever API version wrote it.
+func eventTime(e corev1.Event) time.Time {
+	switch {
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	default:
+		return e.CreationTimestamp.Time
+	}
+}
+
+func microTime(t *metav1.MicroTime, now time.Time) string {
+	if t == nil || t.IsZero() {
+		return "<unset>"
+	}
+	return fmt.Sprintf("%s (%s ago)", t.UTC().Format(time.RFC3339), duration.HumanDuration(now.Sub(t.Time)))
+}

@@ -1,0 +1,355 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/mini-kcm/mini-kcm/controllers"
+	"github.com/mini-kcm/mini-kcm/leaderelection"
+)
+
+// fakeClients hands the same fake clientset to every caller and remembers who asked.
+type fakeClients struct {
+	client *fake.Clientset
+	mu     sync.Mutex
+	names  []string
+}
+
+func (f *fakeClients) Client(name string) (kubernetes.Interface, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.names = append(f.names, name)
+	return f.client, nil
+}
+
+type fakeRecorders struct{}
+
+func (fakeRecorders) Recorder(string) record.EventRecorder { return record.NewFakeRecorder(100) }
+
+// testController is a controller whose Run is supplied by the test. It exists only in
+// tests; the product registers no placeholder controller.
+type testController struct {
+	name string
+	run  func(ctx context.Context)
+}
+
+func (c *testController) Name() string            { return c.name }
+func (c *testController) Run(ctx context.Context) { c.run(ctx) }
+
+// podController builds a controller that asks for the pod informer in its constructor
+// and, in Run, waits for its cache and then for ctx, like a real controller.
+type podController struct {
+	name string
+	// listsAtConstruction is how many pod lists the apiserver had seen when the
+	// constructor ran: informers must not have started yet.
+	listsAtConstruction atomic.Int32
+	informer            cache.SharedIndexInformer
+	synced              chan struct{}
+	// drain runs after ctx is cancelled, standing in for in-flight syncs.
+	drain func()
+	// stopped is closed when Run returned.
+	stopped chan struct{}
+}
+
+func newPodController(name string) *podController {
+	return &podController{name: name, synced: make(chan struct{}), stopped: make(chan struct{}), drain: func() {}}
+}
+
+func (p *podController) descriptor(lists *atomic.Int32) controllers.Descriptor {
+	return controllers.Descriptor{
+		Name: p.name,
+		New: func(ctx context.Context, cc controllers.Context) (controllers.Controller, error) {
+			p.informer = cc.InformerFactory.Core().V1().Pods().Informer()
+			p.listsAtConstruction.Store(lists.Load())
+			return &testController{name: p.name, run: func(ctx context.Context) {
+				defer close(p.stopped)
+				if !cc.Caches.WaitForCacheSync(ctx, p.name, controllers.InformerSync{Name: "pods", Synced: p.informer.HasSynced}) {
+					return
+				}
+				close(p.synced)
+				<-ctx.Done()
+				p.drain()
+			}}, nil
+		},
+	}
+}
+
+// newTestManager returns a manager for the given descriptors, all enabled.
+func newTestManager(t *testing.T, client *fake.Clientset, descriptors ...controllers.Descriptor) *controllerManager {
+	t.Helper()
+	reg, err := controllers.NewRegistry(descriptors...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &controllerManager{
+		registry:        reg,
+		enabled:         reg.Names(),
+		clients:         &fakeClients{client: client},
+		events:          fakeRecorders{},
+		minResyncPeriod: time.Hour,
+		shutdownTimeout: 10 * time.Second,
+		readiness:       &readiness{},
+	}
+}
+
+func testContext(t *testing.T) (context.Context, context.CancelFunc) {
+	logger, _ := ktesting.NewTestContext(t)
+	return context.WithCancel(klog.NewContext(context.Background(), logger))
+}
+
+func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+func TestConstructorsRunBeforeInformersStartAndControllersAfter(t *testing.T) {
+	ctx, cancel := testContext(t)
+	defer cancel()
+	client := fake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "p"}})
+	var lists atomic.Int32
+	client.PrependReactor("list", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
+		lists.Add(1)
+		return false, nil, nil
+	})
+	a, b := newPodController("a-controller"), newPodController("b-controller")
+	m := newTestManager(t, client, a.descriptor(&lists), b.descriptor(&lists))
+
+	done := make(chan error, 1)
+	go func() { done <- m.run(ctx) }()
+	waitClosed(t, a.synced, "a's caches")
+	waitClosed(t, b.synced, "b's caches")
+	if a.listsAtConstruction.Load() != 0 || b.listsAtConstruction.Load() != 0 {
+		t.Error("informers were started before every constructor ran")
+	}
+	if lists.Load() != 1 {
+		t.Errorf("pods were listed %d times, want once: the informer is shared", lists.Load())
+	}
+	if names := m.clients.(*fakeClients).names; len(names) != 1 || names[0] != "shared-informers" {
+		t.Errorf("clients built = %q, want the shared informers' own", names)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run() = %v", err)
+	}
+}
+
+func TestShutdownWaitsForControllersThenStopsInformers(t *testing.T) {
+	ctx, cancel := testContext(t)
+	var lists atomic.Int32
+	c := newPodController("slow-controller")
+	var informerStoppedWhileDraining atomic.Bool
+	var drained atomic.Bool
+	c.drain = func() {
+		time.Sleep(300 * time.Millisecond)
+		informerStoppedWhileDraining.Store(c.informer.IsStopped())
+		drained.Store(true)
+	}
+	m := newTestManager(t, fake.NewClientset(), c.descriptor(&lists))
+	done := make(chan error, 1)
+	go func() { done <- m.run(ctx) }()
+	waitClosed(t, c.synced, "caches")
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run() = %v", err)
+	}
+	if !drained.Load() {
+		t.Error("run returned before the controller finished")
+	}
+	if informerStoppedWhileDraining.Load() {
+		t.Error("informers stopped while a controller was still draining")
+	}
+	if !c.informer.IsStopped() {
+		t.Error("informers still run after run returned")
+	}
+}
+
+func TestShutdownTimeoutReportsControllersStillRunning(t *testing.T) {
+	ctx, cancel := testContext(t)
+	release := make(chan struct{})
+	defer close(release)
+	stuck := controllers.Descriptor{
+		Name: "stuck-controller",
+		New: func(context.Context, controllers.Context) (controllers.Controller, error) {
+			return &testController{name: "stuck-controller", run: func(context.Context) { <-release }}, nil
+		},
+	}
+	m := newTestManager(t, fake.NewClientset(), stuck)
+	m.shutdownTimeout = 300 * time.Millisecond
+	done := make(chan error, 1)
+	go func() { done <- m.run(ctx) }()
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, leaderelection.ErrControllersStillRunning) || !strings.Contains(err.Error(), "stuck-controller") {
+			t.Errorf("run() = %v, want ErrControllersStillRunning naming stuck-controller", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("run did not give up after the shutdown timeout")
+	}
+}
+
+func TestConstructorErrorAbortsTheStart(t *testing.T) {
+	ctx, cancel := testContext(t)
+	defer cancel()
+	var ran atomic.Bool
+	good := controllers.Descriptor{
+		Name: "a-controller",
+		New: func(context.Context, controllers.Context) (controllers.Controller, error) {
+			return &testController{name: "a-controller", run: func(context.Context) { ran.Store(true) }}, nil
+		},
+	}
+	bad := controllers.Descriptor{
+		Name: "b-controller",
+		New: func(context.Context, controllers.Context) (controllers.Controller, error) {
+			return nil, errors.New("missing permission")
+		},
+	}
+	err := newTestManager(t, fake.NewClientset(), good, bad).run(ctx)
+	if err == nil || err.Error() != "building controller b-controller: missing permission" {
+		t.Errorf("run() = %v, want the constructor's error", err)
+	}
+	if ran.Load() {
+		t.Error("a controller ran although the start was aborted")
+	}
+}
+
+func TestNilControllerIsSkippedAndDisabledOnesAreNotBuilt(t *testing.T) {
+	ctx, cancel := testContext(t)
+	defer cancel()
+	built := map[string]bool{}
+	var mu sync.Mutex
+	descriptor := func(name string, skip bool) controllers.Descriptor {
+		return controllers.Descriptor{Name: name, New: func(_ context.Context, cc controllers.Context) (controllers.Controller, error) {
+			mu.Lock()
+			built[name] = true
+			mu.Unlock()
+			if skip {
+				return nil, nil
+			}
+			return &testController{name: name, run: func(ctx context.Context) {
+				cc.Caches.WaitForCacheSync(ctx, name)
+				<-ctx.Done()
+			}}, nil
+		}}
+	}
+	m := newTestManager(t, fake.NewClientset(), descriptor("skipped-controller", true), descriptor("running-controller", false),
+		descriptor("disabled-controller", false))
+	m.enabled = []string{"running-controller", "skipped-controller"}
+	done := make(chan error, 1)
+	go func() { done <- m.run(ctx) }()
+	// The skipped controller must not hold /readyz back.
+	readyz := checksHandler{endpoint: "readyz", checks: m.readiness.checks()}
+	deadline := time.Now().Add(5 * time.Second)
+	for code, _ := get(t, readyz, "/readyz"); code != http.StatusOK; code, _ = get(t, readyz, "/readyz") {
+		if time.Now().After(deadline) {
+			_, body := get(t, readyz, "/readyz?verbose")
+			t.Fatalf("never ready: %s", body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]bool{"skipped-controller": true, "running-controller": true}; fmt.Sprint(built) != fmt.Sprint(want) {
+		t.Errorf("built %v, want %v", built, want)
+	}
+}
+
+func TestEveryControllerStoppingEarlyIsAnError(t *testing.T) {
+	ctx, cancel := testContext(t)
+	defer cancel()
+	quitter := controllers.Descriptor{Name: "quitter-controller", New: func(context.Context, controllers.Context) (controllers.Controller, error) {
+		return &testController{name: "quitter-controller", run: func(context.Context) {}}, nil
+	}}
+	if err := newTestManager(t, fake.NewClientset(), quitter).run(ctx); err == nil {
+		t.Error("run() = nil, want an error when every controller stopped on its own")
+	}
+}
+
+func TestNoControllersRunsUntilShutdown(t *testing.T) {
+	ctx, cancel := testContext(t)
+	m := newTestManager(t, fake.NewClientset())
+	done := make(chan error, 1)
+	go func() { done <- m.run(ctx) }()
+	select {
+	case err := <-done:
+		t.Fatalf("run() returned early: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRegistryRejectsDuplicateNamesAndAliases(t *testing.T) {
+	noop := func(context.Context, controllers.Context) (controllers.Controller, error) { return nil, nil }
+	tests := map[string][]controllers.Descriptor{
+		"duplicate name": {{Name: "a-controller", New: noop}, {Name: "a-controller", New: noop}},
+		"duplicate alias": {{Name: "a-controller", Aliases: []string{"x"}, New: noop},
+			{Name: "b-controller", Aliases: []string{"x"}, New: noop}},
+		"alias equal to a name": {{Name: "a-controller", New: noop}, {Name: "b-controller", Aliases: []string{"a-controller"}, New: noop}},
+	}
+	for name, descriptors := range tests {
+		if _, err := controllers.NewRegistry(descriptors...); err == nil {
+			t.Errorf("%s: NewRegistry() = nil error", name)
+		}
+	}
+}
+
+func TestProductRegistryIsValid(t *testing.T) {
+	reg := newRegistry()
+	for _, name := range reg.Names() {
+		d, _ := reg.Get(name)
+		if d.New == nil {
+			t.Errorf("%s has no constructor", name)
+		}
+	}
+}
+
+func TestTrimManagedFieldsDropsThemFromCachedObjects(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}}
+	obj, err := trimManagedFields(pod)
+	if err != nil || obj.(*corev1.Pod).ManagedFields != nil {
+		t.Errorf("trimManagedFields() = %v, %v", obj, err)
+	}
+	tombstone := cache.DeletedFinalStateUnknown{Key: "default/p", Obj: pod}
+	if obj, err := trimManagedFields(tombstone); err != nil || obj != any(tombstone) {
+		t.Errorf("a non-object must pass unchanged, got %v, %v", obj, err)
+	}
+}
+
+func TestResyncPeriodIsJitteredBetweenMinAndTwiceMin(t *testing.T) {
+	for range 1000 {
+		if d := resyncPeriod(time.Hour); d < time.Hour || d >= 2*time.Hour {
+			t.Fatalf("resyncPeriod(1h) = %s", d)
+		}
+	}
+	if d := resyncPeriod(0); d != 0 {
+		t.Errorf("resyncPeriod(0) = %s, want 0 (no resync)", d)
+	}
+}

@@ -1,0 +1,153 @@
+package app
+
+import (
+	"context"
+	"os"
+	goruntime "runtime"
+	"sync"
+	"time"
+
+	clientgoleaderelection "k8s.io/client-go/tools/leaderelection"
+	"k8s.io/klog/v2"
+
+	"github.com/mini-kcm/mini-kcm/controllers"
+	"github.com/mini-kcm/mini-kcm/leaderelection"
+	"github.com/mini-kcm/mini-kcm/options"
+)
+
+const (
+	// apiServerWaitTimeout bounds the wait for the apiserver at start, like upstream's
+	// 10s: long enough for an apiserver started at the same time, short enough that a
+	// wrong address is reported while the operator still watches.
+	apiServerWaitTimeout = 10 * time.Second
+	// apiServerProbeInterval is how often /readyz's view of the apiserver is refreshed.
+	apiServerProbeInterval = 10 * time.Second
+	// watchdogTolerance is how long after its lease expired a leader that did not exit is
+	// still reported healthy; beyond it /healthz fails so the kubelet restarts it.
+	watchdogTolerance = 20 * time.Second
+	// eventComponent is the source of the process's own events (LeaderElection on the Lease).
+	eventComponent = "mini-kcm"
+)
+
+// Run runs mini-kcm until ctx is cancelled, in this order: event recording and serving
+// start at once on every replica; mini-kcm waits for the apiserver; then it campaigns for
+// the Lease (or, with --leader-elect=false, starts right away) and runs the enabled
+// controllers of reg while it leads.
+//
+// Run returns nil after a graceful shutdown and an error when something failed or the
+// controllers did not stop in time. A lost Lease exits the process with code 1.
+func Run(ctx context.Context, cfg *options.Config, reg *controllers.Registry) error {
+	return run(ctx, cfg, reg, apiServerWaitTimeout)
+}
+
+func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, apiServerWait time.Duration) error {
+	logger := klog.FromContext(ctx)
+	logger.Info("Starting mini-kcm", "version", version, "goVersion", goruntime.Version())
+	logger.Info("Golang settings", "GOGC", os.Getenv("GOGC"), "GOMAXPROCS", os.Getenv("GOMAXPROCS"),
+		"GOTRACEBACK", os.Getenv("GOTRACEBACK"))
+
+	clients := clientBuilder{base: cfg.RESTConfig}
+	eventClient, err := clients.Client("event-recorder")
+	if err != nil {
+		return err
+	}
+	probeClient, err := clients.Client("apiserver-probe")
+	if err != nil {
+		return err
+	}
+	// Events are recorded until the very end, so that "stopped leading" gets out.
+	events := startEvents(ctx, eventClient)
+	defer events.shutdown()
+
+	ready := &readiness{}
+	stopReadiness := context.AfterFunc(ctx, ready.setStopping)
+	defer stopReadiness()
+	probe := newAPIServerProbe(probeClient.Discovery().RESTClient(), cfg.RESTConfig.Host)
+
+	healthzChecks := []healthCheck{ping}
+	var watchdog *clientgoleaderelection.HealthzAdaptor
+	if cfg.LeaderElection.LeaderElect {
+		// The watchdog fails /healthz for a leader that has not renewed the Lease for
+		// the lease duration plus the tolerance: it is wedged instead of exiting, and
+		// the kubelet's liveness probe should restart it (kubernetes#70819).
+		watchdog = clientgoleaderelection.NewLeaderHealthzAdaptor(watchdogTolerance)
+		healthzChecks = append(healthzChecks, healthCheck{name: watchdog.Name(), check: watchdog.Check})
+	}
+	readyzChecks := append([]healthCheck{ping, {name: "apiserver", check: probe.check}}, ready.checks()...)
+	handler := newHandler(endpoints{
+		livez:   checksHandler{endpoint: "livez", checks: []healthCheck{ping}},
+		healthz: checksHandler{endpoint: "healthz", checks: healthzChecks},
+		readyz:  checksHandler{endpoint: "readyz", checks: readyzChecks},
+	}, cfg.Serving.EnableProfiling)
+	// Serve before anything can block, on every replica: probes and metrics must work
+	// for standbys and for a replica still waiting for the apiserver.
+	srv, err := startServing(ctx, cfg.Serving, handler)
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+
+	if err := probe.waitUntilHealthy(ctx, apiServerWait); err != nil {
+		if ctx.Err() != nil {
+			logger.Info("Shut down while waiting for the apiserver")
+			return nil
+		}
+		return err
+	}
+	logger.Info("The apiserver is healthy", "server", cfg.RESTConfig.Host)
+	// The probe keeps running through the shutdown, for /readyz; it stops last.
+	probeCtx, stopProbe := context.WithCancel(context.WithoutCancel(ctx))
+	var probing sync.WaitGroup
+	probing.Go(func() { probe.run(probeCtx, apiServerProbeInterval) })
+	defer func() {
+		stopProbe()
+		probing.Wait()
+	}()
+
+	manager := &controllerManager{
+		registry:        reg,
+		enabled:         cfg.EnabledControllers,
+		config:          cfg.Controllers,
+		clients:         clients,
+		events:          events,
+		minResyncPeriod: cfg.MinResyncPeriod,
+		shutdownTimeout: cfg.ControllerShutdownTimeout,
+		readiness:       ready,
+	}
+	if !cfg.LeaderElection.LeaderElect {
+		logger.Info("Leader election is off: running the controllers without a lease")
+		err = manager.run(ctx)
+	} else {
+		err = campaign(ctx, cfg, events, watchdog, ready, manager.run)
+	}
+	if err == nil {
+		logger.Info("Shutdown complete")
+	}
+	return err
+}
+
+// campaign joins the leader election and runs the controllers while leading.
+func campaign(ctx context.Context, cfg *options.Config, events *eventRecorders,
+	watchdog *clientgoleaderelection.HealthzAdaptor, ready *readiness, runControllers func(context.Context) error) error {
+	le := cfg.LeaderElection
+	client, err := leaderelection.NewClient(cfg.RESTConfig, userAgent("leader-election"), le.RenewDeadline)
+	if err != nil {
+		return err
+	}
+	identity, err := leaderelection.NewIdentity()
+	if err != nil {
+		return err
+	}
+	ready.setStandby()
+	return leaderelection.Run(ctx, leaderelection.Config{
+		Client:        client,
+		Namespace:     le.ResourceNamespace,
+		Name:          le.ResourceName,
+		Identity:      identity,
+		LeaseDuration: le.LeaseDuration,
+		RenewDeadline: le.RenewDeadline,
+		RetryPeriod:   le.RetryPeriod,
+		EventRecorder: events.Recorder(eventComponent),
+		WatchDog:      watchdog,
+	}, runControllers)
+}

@@ -1,0 +1,19 @@
+// Command mini-kcm runs the ReplicaSet, Deployment and Endpoints controllers of the
+// Kubernetes controller manager, with leader election for high availability.
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"           // --logging-format=json
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"  // rest client and leader election metrics
+	_ "k8s.io/component-base/metrics/prometheus/version"   // kubernetes_build_info
+	_ "k8s.io/component-base/metrics/prometheus/workqueue" // workqueue_* metrics
+
+	"github.com/mini-kcm/mini-kcm/app"
+)
+
+func main() {
+	os.Exit(cli.Run(app.NewCommand()))
+}
