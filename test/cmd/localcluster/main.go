@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -85,9 +86,13 @@ func run(binary string, replicaCount, nodes int, dir string) error {
 	var running []*replica
 	defer func() {
 		fmt.Println("\n>> stopping mini-kcm replicas and the control plane")
+		// All at once: stopping the leader first would only hand the Lease to a
+		// standby that is about to be stopped too.
+		var wg sync.WaitGroup
 		for _, r := range running {
-			r.process.Stop(15 * time.Second)
+			wg.Go(func() { r.process.Stop(15 * time.Second) })
 		}
+		wg.Wait()
 		if err := cp.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
 		}
