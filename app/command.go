@@ -4,12 +4,14 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/rest"
 	cliflag "k8s.io/component-base/cli/flag"
 	logsapi "k8s.io/component-base/logs/api/v1"
@@ -51,7 +53,7 @@ the leader runs controllers. "mini-kcm leader" prints who leads.`,
 			cliflag.PrintFlags(cmd.Flags())
 			cfg, err := opts.Config(reg)
 			if err != nil {
-				return err
+				return reportInvalid(cmd.ErrOrStderr(), err)
 			}
 			ctx, stop := withShutdownSignals(context.Background(), func(code int) {
 				klog.FlushAndExit(klog.ExitFlushTimeout, code)
@@ -92,4 +94,20 @@ func terminalWidth(w io.Writer) int {
 		}
 	}
 	return 0
+}
+
+// reportInvalid prints every configuration problem on a line of its own and returns a
+// short error for cli.Run to log. The log line alone would join all problems into one
+// line and escape their quotes, which is hard to read for whoever fixes the flags.
+func reportInvalid(w io.Writer, err error) error {
+	problems := []error{err}
+	var agg utilerrors.Aggregate
+	if errors.As(err, &agg) {
+		problems = agg.Errors()
+	}
+	fmt.Fprintln(w, "Error: invalid configuration:")
+	for _, p := range problems {
+		fmt.Fprintf(w, "  - %v\n", p)
+	}
+	return fmt.Errorf("invalid configuration: %d problem(s), listed above", len(problems))
 }

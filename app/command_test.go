@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
@@ -131,5 +133,22 @@ func TestLeaderExplainsAMissingLease(t *testing.T) {
 	err := printLeader(context.Background(), &bytes.Buffer{}, fake.NewClientset(), "kube-system", "x", time.Now())
 	if err == nil || !strings.Contains(err.Error(), "lease kube-system/x not found") {
 		t.Errorf("printLeader() = %v", err)
+	}
+}
+
+func TestInvalidConfigurationIsListedOneProblemPerLine(t *testing.T) {
+	var out bytes.Buffer
+	err := reportInvalid(&out, utilerrors.NewAggregate([]error{
+		errors.New(`--leader-elect-resource-lock must be "leases", got "endpoints"`),
+		errors.New("--port must be between 0 and 65535 (0 turns serving off), got -1"),
+	}))
+	want := "Error: invalid configuration:\n" +
+		"  - --leader-elect-resource-lock must be \"leases\", got \"endpoints\"\n" +
+		"  - --port must be between 0 and 65535 (0 turns serving off), got -1\n"
+	if out.String() != want {
+		t.Errorf("printed %q, want %q", out.String(), want)
+	}
+	if err == nil || err.Error() != "invalid configuration: 2 problem(s), listed above" {
+		t.Errorf("returned %v", err)
 	}
 }
