@@ -14,6 +14,7 @@ package replicaset
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"sync"
@@ -134,8 +135,11 @@ func NewController(ctx context.Context, rsInformer appsinformers.ReplicaSetInfor
 	}
 	c.podControl = &podcontrol.Real{Client: client, Recorder: recorder, OnWrite: c.podWritten}
 
-	if err := rsInformer.Informer().AddIndexers(cache.Indexers{controllerUIDIndex: indexByControllerUID}); err != nil {
-		return nil, fmt.Errorf("adding the replicaset controller-UID index: %w", err)
+	// Another controller sharing the informer may have added the same index already.
+	if _, exists := rsInformer.Informer().GetIndexer().GetIndexers()[controllerUIDIndex]; !exists {
+		if err := rsInformer.Informer().AddIndexers(cache.Indexers{controllerUIDIndex: indexByControllerUID}); err != nil {
+			return nil, fmt.Errorf("adding the replicaset controller-UID index: %w", err)
+		}
 	}
 	c.rsIndexer = rsInformer.Informer().GetIndexer()
 	if err := controllerref.AddPodControllerIndexer(podInformer.Informer()); err != nil {
@@ -235,7 +239,13 @@ func (c *Controller) processNextWorkItem(ctx context.Context) bool {
 		c.queue.Forget(key)
 		return true
 	}
-	utilruntime.HandleErrorWithContext(ctx, err, "Error syncing ReplicaSet; requeuing", "replicaSet", key)
+	var stale *staleCacheError
+	if errors.As(err, &stale) {
+		// Expected right after our own writes; the backoff gives the informer time.
+		klog.FromContext(ctx).V(4).Info("Cache has not caught up with our writes; requeuing", "replicaSet", key, "err", err)
+	} else {
+		utilruntime.HandleErrorWithContext(ctx, err, "Error syncing ReplicaSet; requeuing", "replicaSet", key)
+	}
 	c.queue.AddRateLimited(key)
 	return true
 }

@@ -2,15 +2,20 @@ package replicaset
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"sort"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -334,3 +339,68 @@ func (c *recordingClients) Client(name string) (kubernetes.Interface, error) {
 type recorders struct{}
 
 func (recorders) Recorder(string) record.EventRecorder { return record.NewFakeRecorder(10) }
+
+func TestControllerWithRunningInformersScalesAReplicaSetUpAndDown(t *testing.T) {
+	client := fake.NewClientset()
+	n := 0
+	client.PrependReactor("create", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		pod := a.(clienttesting.CreateAction).GetObject().(*v1.Pod)
+		n++
+		pod.Name = fmt.Sprintf("%s%d", pod.GenerateName, n)
+		return false, nil, nil
+	})
+	factory := informers.NewSharedInformerFactory(client, 0)
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
+	recorder := record.NewFakeRecorder(100)
+	c, err := NewController(ctx, factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), client, recorder, BurstReplicas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	done := make(chan struct{})
+	go func() {
+		c.Run(ctx, 2)
+		close(done)
+	}()
+	defer func() {
+		cancel()
+		<-done
+		factory.Shutdown()
+	}()
+
+	rs := newReplicaSet("web", 3)
+	rs.Status = appsv1.ReplicaSetStatus{}
+	if _, err := client.AppsV1().ReplicaSets("default").Create(ctx, rs, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "3 pods and status.replicas=3", func() bool {
+		pods, _ := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		cur, _ := client.AppsV1().ReplicaSets("default").Get(ctx, "web", metav1.GetOptions{})
+		return len(pods.Items) == 3 && cur.Status.Replicas == 3
+	})
+
+	cur, err := client.AppsV1().ReplicaSets("default").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec.Replicas = new(int32(1))
+	if _, err := client.AppsV1().ReplicaSets("default").Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "1 pod and status.replicas=1", func() bool {
+		pods, _ := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		cur, _ := client.AppsV1().ReplicaSets("default").Get(ctx, "web", metav1.GetOptions{})
+		return len(pods.Items) == 1 && cur.Status.Replicas == 1
+	})
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
