@@ -243,12 +243,16 @@ func (p *apiServerProbe) waitUntilHealthy(ctx context.Context, timeout time.Dura
 	waitCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	delay := 200 * time.Millisecond
-	for {
+	for attempt := 0; ; attempt++ {
 		err := p.probe(waitCtx)
 		if err == nil {
 			return nil
 		}
-		logger.V(1).Info("Waiting for the apiserver", "err", err)
+		if attempt == 0 {
+			logger.Info("Waiting for the apiserver", "server", p.host, "err", err)
+		} else {
+			logger.V(1).Info("Still waiting for the apiserver", "err", err)
+		}
 		select {
 		case <-waitCtx.Done():
 			if ctx.Err() != nil {

@@ -62,6 +62,9 @@ LeaderElection events recorded on the Lease (events expire, by default after one
 	return cmd
 }
 
+// released is printed as the holder of a Lease nobody holds.
+const released = "<none> (released)"
+
 // candidate summarises the LeaderElection events of one identity.
 type candidate struct {
 	identity string
@@ -85,7 +88,7 @@ func printLeader(ctx context.Context, w io.Writer, client kubernetes.Interface, 
 
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	spec := lease.Spec
-	holder := "<none> (released)"
+	holder := released
 	if spec.HolderIdentity != nil && *spec.HolderIdentity != "" {
 		holder = *spec.HolderIdentity
 	}
@@ -95,11 +98,14 @@ func printLeader(ctx context.Context, w io.Writer, client kubernetes.Interface, 
 	fmt.Fprintf(tw, "Renewed:\t%s\n", microTime(spec.RenewTime, now))
 	if spec.LeaseDurationSeconds != nil {
 		d := time.Duration(*spec.LeaseDurationSeconds) * time.Second
-		state := "valid"
-		if spec.RenewTime == nil || spec.RenewTime.Add(d).Before(now) {
-			state = "expired"
+		state := "valid by this machine's clock"
+		switch {
+		case holder == released:
+			state = "released"
+		case spec.RenewTime == nil || spec.RenewTime.Add(d).Before(now):
+			state = "expired by this machine's clock"
 		}
-		fmt.Fprintf(tw, "Lease duration:\t%s (%s by this machine's clock)\n", d, state)
+		fmt.Fprintf(tw, "Lease duration:\t%s (%s)\n", d, state)
 	}
 	if spec.LeaseTransitions != nil {
 		fmt.Fprintf(tw, "Transitions:\t%d\n", *spec.LeaseTransitions)

@@ -21,7 +21,7 @@ const (
 	// wrong address is reported while the operator still watches.
 	apiServerWaitTimeout = 10 * time.Second
 	// apiServerProbeInterval is how often /readyz's view of the apiserver is refreshed.
-	apiServerProbeInterval = 10 * time.Second
+	apiServerProbeInterval = 5 * time.Second
 	// watchdogTolerance is how long after its lease expired a leader that did not exit is
 	// still reported healthy; beyond it /healthz fails so the kubelet restarts it.
 	watchdogTolerance = 20 * time.Second
@@ -94,7 +94,6 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 		}
 		return err
 	}
-	logger.Info("The apiserver is healthy", "server", cfg.RESTConfig.Host)
 	// The probe keeps running through the shutdown, for /readyz; it stops last.
 	probeCtx, stopProbe := context.WithCancel(context.WithoutCancel(ctx))
 	var probing sync.WaitGroup

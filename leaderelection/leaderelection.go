@@ -176,7 +176,8 @@ func Run(ctx context.Context, cfg Config, run func(ctx context.Context) error) e
 				mu.Unlock()
 
 				logger.Info("Started leading")
-				runCtx, cancel := context.WithCancel(leaseCtx)
+				// run logs with the caller's logger, without the election's key/values.
+				runCtx, cancel := context.WithCancel(klog.NewContext(leaseCtx, klog.FromContext(ctx)))
 				defer cancel()
 				stopOnSignal := context.AfterFunc(ctx, cancel)
 				defer stopOnSignal()
