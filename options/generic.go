@@ -101,17 +101,17 @@ func (o *GenericOptions) Validate(reg *controllers.Registry) []error {
 		errs = append(errs, fmt.Errorf("--controller-shutdown-timeout must not be negative, got %s", o.ControllerShutdownTimeout))
 	}
 	errs = append(errs, validateControllers(reg, o.Controllers)...)
-	if _, err := o.restConfig(); err != nil {
+	if _, err := o.RESTConfig(); err != nil {
 		errs = append(errs, err)
 	}
 	return errs
 }
 
-// restConfig loads the client configuration from --kubeconfig and --master, or from
+// RESTConfig loads the client configuration from --kubeconfig and --master, or from
 // the pod's service account when both are empty, and tunes it for a controller manager.
 // It reads local files only; it does not contact the apiserver. Errors name the file
 // and say how to fix it, since a wrong path is the most common first-run mistake.
-func (o *GenericOptions) restConfig() (*rest.Config, error) {
+func (o *GenericOptions) RESTConfig() (*rest.Config, error) {
 	var cfg *rest.Config
 	switch {
 	case o.Kubeconfig == "" && o.Master == "":

@@ -91,7 +91,7 @@ func (o *Options) Config(reg *controllers.Registry) (*Config, error) {
 	if errs := o.Validate(reg); len(errs) > 0 {
 		return nil, utilerrors.NewAggregate(errs)
 	}
-	restConfig, err := o.Generic.restConfig()
+	restConfig, err := o.Generic.RESTConfig()
 	if err != nil {
 		return nil, err
 	}
