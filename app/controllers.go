@@ -2,6 +2,9 @@ package app
 
 import (
 	"github.com/mini-kcm/mini-kcm/controllers"
+	"github.com/mini-kcm/mini-kcm/controllers/deployment"
+	"github.com/mini-kcm/mini-kcm/controllers/endpoints"
+	"github.com/mini-kcm/mini-kcm/controllers/replicaset"
 )
 
 // descriptors lists every controller compiled into mini-kcm. Each controller package
@@ -9,8 +12,9 @@ import (
 // one line here.
 func descriptors() []controllers.Descriptor {
 	return []controllers.Descriptor{
-		// The replicaset, deployment and endpoints controllers are added here as
-		// their packages land.
+		deployment.Descriptor(),
+		endpoints.Descriptor(),
+		replicaset.Descriptor(),
 	}
 }
 

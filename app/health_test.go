@@ -57,7 +57,7 @@ func TestChecksHandlerFollowsTheKubernetesFormat(t *testing.T) {
 
 func TestHandlerServesHealthMetricsAndProfilingOnlyWhenEnabled(t *testing.T) {
 	failing := checksHandler{endpoint: "readyz", checks: []healthCheck{{name: "x", check: func(*http.Request) error { return errors.New("no") }}}}
-	e := endpoints{
+	e := healthEndpoints{
 		livez:   checksHandler{endpoint: "livez", checks: []healthCheck{ping}},
 		healthz: checksHandler{endpoint: "healthz", checks: []healthCheck{ping}},
 		readyz:  failing,

@@ -321,13 +321,23 @@ func TestRegistryRejectsDuplicateNamesAndAliases(t *testing.T) {
 	}
 }
 
-func TestProductRegistryIsValid(t *testing.T) {
-	reg := newRegistry()
-	for _, name := range reg.Names() {
-		d, _ := reg.Get(name)
-		if d.New == nil {
-			t.Errorf("%s has no constructor", name)
+func TestProductRegistryHasUpstreamNamesAndAliases(t *testing.T) {
+	reg := newRegistry() // panics on a duplicate name or alias
+	want := map[string]string{
+		"replicaset-controller": "replicaset-controller", "replicaset": "replicaset-controller",
+		"deployment-controller": "deployment-controller", "deployment": "deployment-controller",
+		"endpoints-controller": "endpoints-controller", "endpoints": "endpoints-controller", "endpoint": "endpoints-controller",
+	}
+	for name, canonical := range want {
+		if got, ok := reg.Canonical(name); !ok || got != canonical {
+			t.Errorf("Canonical(%q) = %q, %v; want %q", name, got, ok, canonical)
 		}
+	}
+	if names := reg.Names(); len(names) != 3 {
+		t.Errorf("registered %q, want exactly the three controllers", names)
+	}
+	if disabled := reg.DisabledByDefault(); len(disabled) != 0 {
+		t.Errorf("disabled by default: %q, want none", disabled)
 	}
 }
 

@@ -74,7 +74,7 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 		healthzChecks = append(healthzChecks, healthCheck{name: watchdog.Name(), check: watchdog.Check})
 	}
 	readyzChecks := append([]healthCheck{ping, {name: "apiserver", check: probe.check}}, ready.checks()...)
-	handler := newHandler(endpoints{
+	handler := newHandler(healthEndpoints{
 		livez:   checksHandler{endpoint: "livez", checks: []healthCheck{ping}},
 		healthz: checksHandler{endpoint: "healthz", checks: healthzChecks},
 		readyz:  checksHandler{endpoint: "readyz", checks: readyzChecks},

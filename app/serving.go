@@ -16,14 +16,14 @@ import (
 	"github.com/mini-kcm/mini-kcm/options"
 )
 
-// endpoints are the handlers of the three health endpoints.
-type endpoints struct {
+// healthEndpoints are the handlers of the three health endpoints.
+type healthEndpoints struct {
 	livez, healthz, readyz http.Handler
 }
 
 // newHandler returns the mux of the health, metrics and debug endpoint. It serves plain
 // HTTP without authentication, so nothing on it may change state.
-func newHandler(e endpoints, profiling bool) http.Handler {
+func newHandler(e healthEndpoints, profiling bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/livez", e.livez)
 	mux.Handle("/healthz", e.healthz)
