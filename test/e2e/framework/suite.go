@@ -115,7 +115,17 @@ func MiniKCMBinary(tb testing.TB) string {
 	tb.Helper()
 	suite.buildOnce.Do(func() {
 		if path := os.Getenv("MINI_KCM_BINARY"); path != "" {
-			suite.binary, suite.buildErr = filepath.Abs(path)
+			// A relative path is relative to the module root, where make runs, not to
+			// the package directory go test runs in.
+			if !filepath.IsAbs(path) {
+				root, err := moduleRoot()
+				if err != nil {
+					suite.buildErr = err
+					return
+				}
+				path = filepath.Join(root, path)
+			}
+			suite.binary = path
 			return
 		}
 		suite.binary, suite.buildErr = buildMiniKCM(tb)
@@ -136,9 +146,9 @@ func buildMiniKCM(tb testing.TB) (string, error) {
 			return "", err
 		}
 	}
-	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	root, err := moduleRoot()
 	if err != nil {
-		return "", fmt.Errorf("finding the module root: %w", err)
+		return "", err
 	}
 	out := filepath.Join(dir, "mini-kcm")
 	args := []string{"build", "-o", out}
@@ -148,10 +158,19 @@ func buildMiniKCM(tb testing.TB) (string, error) {
 	args = append(args, "./cmd/mini-kcm")
 	begin := time.Now()
 	cmd := exec.Command("go", args...)
-	cmd.Dir = strings.TrimSpace(string(root))
+	cmd.Dir = root
 	if output, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, output)
 	}
 	tb.Logf("built mini-kcm in %v", time.Since(begin).Round(10*time.Millisecond))
 	return out, nil
+}
+
+// moduleRoot returns the directory of the main module.
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		return "", fmt.Errorf("finding the module root: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
 }
