@@ -75,7 +75,9 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 	}
 	readyzChecks := append([]healthCheck{ping, {name: "apiserver", check: probe.check}}, ready.checks()...)
 	handler := newHandler(healthEndpoints{
-		livez:   checksHandler{endpoint: "livez", checks: []healthCheck{ping}},
+		// /livez carries the watchdog too: a wedged leader is exactly what a liveness
+		// probe must restart, and deploy/ probes /livez.
+		livez:   checksHandler{endpoint: "livez", checks: healthzChecks},
 		healthz: checksHandler{endpoint: "healthz", checks: healthzChecks},
 		readyz:  checksHandler{endpoint: "readyz", checks: readyzChecks},
 	}, cfg.Serving.EnableProfiling)
