@@ -103,10 +103,14 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 
 	cp := &ControlPlane{opts: opts, dir: opts.Dir, processes: map[string]*Process{}}
 	if cp.dir == "" {
-		if cp.dir, err = os.MkdirTemp("", "mini-kcm-controlplane-"); err != nil {
+		removeAbandonedDirs()
+		if cp.dir, err = os.MkdirTemp("", tempDirPrefix); err != nil {
 			return nil, fmt.Errorf("creating control plane directory: %w", err)
 		}
 		cp.removeDir = os.Getenv("MINI_KCM_KEEP_DIR") != "1"
+		if err := markOwner(cp.dir, cp.removeDir); err != nil {
+			return nil, err
+		}
 	}
 	defer func() {
 		if err != nil {
@@ -135,6 +139,9 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 		return nil, fmt.Errorf("loading admin kubeconfig: %w", err)
 	}
 	cp.restConfig.UserAgent = "mini-kcm-test-harness"
+	// Tests and `make run` read core/v1 Endpoints on purpose; the apiserver's
+	// deprecation warning on every such request is only noise in their output.
+	cp.restConfig.WarningHandler = rest.NoWarnings{}
 	// The harness creates nodes and test objects in bulk; the default limit of 5 QPS
 	// would only slow tests down.
 	cp.restConfig.QPS, cp.restConfig.Burst = 200, 400
