@@ -56,8 +56,12 @@ fi
 
 total_start=$SECONDS
 echo ">> control plane binaries missing from $bin_dir: ${missing[*]}" >&2
-echo ">> building them from source through the Go module proxy (once; about 12 minutes on 2 cores," >&2
-echo ">> most of it kube-apiserver; later runs reuse the cache)" >&2
+estimate="a minute or two per binary"
+if [[ " ${missing[*]} " == *" kube-apiserver "* ]]; then
+	estimate="about 12 minutes on 2 cores, 8 of them for kube-apiserver"
+fi
+echo ">> building them from source through the Go module proxy, once ($estimate);" >&2
+echo ">> later runs reuse them" >&2
 
 build etcd etcd go.etcd.io/etcd/server/v3
 build kube-apiserver kube k8s.io/kubernetes/cmd/kube-apiserver
