@@ -65,7 +65,7 @@ func TestBadConfigurationExitsOneWithAClearMessage(t *testing.T) {
 		{
 			name:        "positional argument",
 			args:        []string{valid, "extra-argument"},
-			wantMessage: "extra-argument",
+			wantMessage: `does not take any arguments, got ["extra-argument"]`,
 		},
 		{
 			name:        "unknown controller",
