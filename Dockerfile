@@ -21,7 +21,7 @@ RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
     go build -trimpath \
-      -ldflags="-s -w -X k8s.io/component-base/version.gitVersion=${VERSION}" \
+      -ldflags="-s -w -X github.com/mini-kcm/mini-kcm/app.version=${VERSION}" \
       -o /out/mini-kcm ./cmd/mini-kcm
 
 # distroless/static: CA certificates, tzdata and /etc/passwd with the nonroot user, and
