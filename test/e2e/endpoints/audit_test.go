@@ -1,0 +1,58 @@
+package endpoints
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/mini-kcm/mini-kcm/test/controlplane"
+)
+
+// controllerUserAgentSuffix ends the user agent of the endpoints controller's client,
+// "mini-kcm/<version> (endpoints-controller)"; the informers and the event recorder use
+// clients of their own.
+const controllerUserAgentSuffix = "(endpoints-controller)"
+
+// auditMark returns the current length of the audit log, in events; writes counted from
+// it are those made afterwards. The log is only ever appended to.
+func (e *env) auditMark() int {
+	e.t.Helper()
+	events, err := e.ControlPlane.ReadAuditLog()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return len(events)
+}
+
+// endpointsWritesSince returns the Endpoints writes in the test's namespace that the
+// replica's endpoints controller made after mark, as "verb name" lines in the order the
+// apiserver finished them.
+func (e *env) endpointsWritesSince(mark int) []string {
+	e.t.Helper()
+	events, err := e.ControlPlane.ReadAuditLog()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var writes []string
+	for _, ev := range events[mark:] {
+		if isEndpointsWrite(ev, e.replica.Name, e.Namespace) {
+			writes = append(writes, fmt.Sprintf("%s %s (HTTP %d)", ev.Verb, ev.ObjectRef.Name, ev.Code()))
+		}
+	}
+	return writes
+}
+
+// isEndpointsWrite reports whether an audit event is a write to Endpoints in namespace
+// by user's endpoints controller.
+func isEndpointsWrite(ev controlplane.AuditEvent, user, namespace string) bool {
+	if ev.User.Username != user || !strings.HasSuffix(ev.UserAgent, controllerUserAgentSuffix) {
+		return false
+	}
+	if ev.Resource() != "endpoints" || ev.ObjectRef.Namespace != namespace {
+		return false
+	}
+	switch ev.Verb {
+	case "create", "update", "patch", "delete":
+		return true
+	}
+	return false
+}

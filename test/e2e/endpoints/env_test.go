@@ -1,0 +1,168 @@
+package endpoints
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
+)
+
+// Timeouts are generous: the machine is small and shared, and no test asserts on
+// timing.
+const (
+	// startTimeout bounds a replica's election and cache sync.
+	startTimeout = 90 * time.Second
+	// convergeTimeout bounds the wait for the controller to reflect a change.
+	convergeTimeout = 60 * time.Second
+)
+
+// env is one test's world: a namespace of its own (through the framework) and the
+// mini-kcm replica running the endpoints controller for it.
+type env struct {
+	*framework.Framework
+	t   *testing.T
+	ctx context.Context
+	// replica leads and runs the endpoints controller; its user name tells its requests
+	// apart in the audit log.
+	replica *framework.Replica
+	// nodes are the fake nodes pods are spread over.
+	nodes []string
+	// podsCreated counts pods made by newPod, to spread them over the nodes.
+	podsCreated int
+}
+
+// start starts one mini-kcm replica running only the endpoints controller, with extra
+// flags appended, and waits until it leads and its caches synced (/readyz), so that
+// everything the test creates afterwards is seen by a running controller.
+func start(t *testing.T, extraArgs ...string) *env {
+	t.Helper()
+	f := framework.New(t)
+	args := append([]string{"--controllers=endpoints"}, extraArgs...)
+	r := f.StartReplica(framework.ReplicaOptions{Args: args})
+	f.WaitForLeader(startTimeout)
+	framework.Eventually(t, startTimeout, func() error {
+		code, body, err := r.Get("/readyz?verbose")
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("%s /readyz returned %d:\n%s", r.Name, code, body)
+		}
+		return nil
+	})
+	e := &env{Framework: f, t: t, ctx: f.Context(), replica: r, nodes: f.ControlPlane.NodeNames()}
+	// Registered after framework.New, so they run before the framework deletes the
+	// namespace's objects: first the dump, then the release of held pods.
+	t.Cleanup(e.releaseHeldPods)
+	t.Cleanup(e.dumpOnFailure)
+	return e
+}
+
+// dumpOnFailure logs the namespace's Services, Endpoints and pods when the test failed;
+// the framework adds the replica's log.
+func (e *env) dumpOnFailure() {
+	if !e.t.Failed() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var b strings.Builder
+	if services, err := e.Client.CoreV1().Services(e.Namespace).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, s := range services.Items {
+			fmt.Fprintf(&b, "service %s: type=%s clusterIP=%s selector=%v publishNotReady=%v ports=%s labels=%v\n",
+				s.Name, s.Spec.Type, s.Spec.ClusterIP, s.Spec.Selector, s.Spec.PublishNotReadyAddresses, toJSON(s.Spec.Ports), s.Labels)
+		}
+	}
+	if list, err := e.Client.CoreV1().Endpoints(e.Namespace).List(ctx, metav1.ListOptions{}); err == nil {
+		for i := range list.Items {
+			ep := &list.Items[i]
+			fmt.Fprintf(&b, "endpoints %s: rv=%s labels=%v annotations=%v\n", ep.Name, ep.ResourceVersion, ep.Labels, ep.Annotations)
+			for _, line := range describe(ep) {
+				fmt.Fprintf(&b, "  %s\n", line)
+			}
+		}
+	}
+	if pods, err := e.Client.CoreV1().Pods(e.Namespace).List(ctx, metav1.ListOptions{}); err == nil {
+		for i, p := range pods.Items {
+			if i == 50 {
+				fmt.Fprintf(&b, "... and %d more pods\n", len(pods.Items)-i)
+				break
+			}
+			fmt.Fprintf(&b, "pod %s: node=%q phase=%s ready=%v ip=%s deleting=%v labels=%v\n",
+				p.Name, p.Spec.NodeName, p.Status.Phase, isReady(&p), p.Status.PodIP, p.DeletionTimestamp != nil, p.Labels)
+		}
+	}
+	e.t.Logf("---- namespace %s ----\n%s", e.Namespace, b.String())
+}
+
+// releaseHeldPods removes holdFinalizer from every pod of the namespace, so that the
+// framework's cleanup can delete them.
+func (e *env) releaseHeldPods() {
+	ctx, cancel := withTimeout()
+	defer cancel()
+	pods, err := e.Client.CoreV1().Pods(e.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		e.t.Logf("listing pods to release: %v", err)
+		return
+	}
+	for _, p := range pods.Items {
+		if slices.Contains(p.Finalizers, holdFinalizer) {
+			patch := []byte(`{"metadata":{"finalizers":null}}`)
+			if _, err := e.Client.CoreV1().Pods(e.Namespace).Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+				e.t.Logf("releasing pod %s: %v", p.Name, err)
+			}
+		}
+	}
+}
+
+// toJSON renders v for failure messages.
+func toJSON(v any) string {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("%+v", v)
+	}
+	return string(data)
+}
+
+// poll calls check every interval until it returns nil, failing the test with the last
+// error after timeout. framework.Eventually polls every 100ms, which is too often for
+// checks that list hundreds of pods.
+func poll(t testing.TB, timeout, interval time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still failing after %v: %v", timeout, err)
+		}
+		time.Sleep(interval)
+	}
+}
+
+// settle waits long enough for the controller to act on an event, where the test must
+// show that it did not. It is never an assertion on how fast the controller is: every
+// negative check is followed by a positive one that proves the controller was running.
+func settle() { time.Sleep(2 * time.Second) }
+
+// isReady reports whether a pod's Ready condition is True, as the controller reads it.
+func isReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
