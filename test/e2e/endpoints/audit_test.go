@@ -23,19 +23,28 @@ func (e *env) auditMark() int {
 	return len(events)
 }
 
+// write is one request of the controller that changed, or tried to change, an
+// Endpoints.
+type write struct {
+	verb, name string
+	code       int32
+}
+
+func (w write) String() string { return fmt.Sprintf("%s %s (HTTP %d)", w.verb, w.name, w.code) }
+
 // endpointsWritesSince returns the Endpoints writes in the test's namespace that the
-// replica's endpoints controller made after mark, as "verb name" lines in the order the
-// apiserver finished them.
-func (e *env) endpointsWritesSince(mark int) []string {
+// replica's endpoints controller made after mark, in the order the apiserver finished
+// them.
+func (e *env) endpointsWritesSince(mark int) []write {
 	e.t.Helper()
 	events, err := e.ControlPlane.ReadAuditLog()
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	var writes []string
+	var writes []write
 	for _, ev := range events[mark:] {
 		if isEndpointsWrite(ev, e.replica.Name, e.Namespace) {
-			writes = append(writes, fmt.Sprintf("%s %s (HTTP %d)", ev.Verb, ev.ObjectRef.Name, ev.Code()))
+			writes = append(writes, write{verb: ev.Verb, name: ev.ObjectRef.Name, code: ev.Code()})
 		}
 	}
 	return writes
