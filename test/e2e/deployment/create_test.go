@@ -63,8 +63,11 @@ func TestNewDeploymentCreatesOneHashedReplicaSetAndBecomesAvailable(t *testing.T
 		t.Errorf("replica set spec has replicas %d and minReadySeconds %d, want 3 and 0", *rs.Spec.Replicas, rs.Spec.MinReadySeconds)
 	}
 
-	if want := map[string]string{revisionAnnotation: "1"}; !maps.Equal(d.Annotations, want) {
-		t.Errorf("deployment annotations are %v, want %v", d.Annotations, want)
+	// The controller records the revision with a status update, which persists the
+	// annotation without bumping the generation; a plain update would have made it 2
+	// (pkg/registry/apps/deployment/strategy.go).
+	if want := map[string]string{revisionAnnotation: "1"}; !maps.Equal(d.Annotations, want) || d.Generation != 1 {
+		t.Errorf("deployment has annotations %v at generation %d, want %v at generation 1", d.Annotations, d.Generation, want)
 	}
 	wantStatus := appsv1.DeploymentStatus{
 		ObservedGeneration:  d.Generation,
