@@ -37,17 +37,23 @@ func (w write) String() string { return fmt.Sprintf("%s %s (HTTP %d)", w.verb, w
 // them.
 func (e *env) endpointsWritesSince(mark int) []write {
 	e.t.Helper()
-	events, err := e.ControlPlane.ReadAuditLog()
-	if err != nil {
-		e.t.Fatal(err)
-	}
 	var writes []write
-	for _, ev := range events[mark:] {
+	for _, ev := range e.auditEventsSince(mark) {
 		if isEndpointsWrite(ev, e.replica.Name, e.Namespace) {
 			writes = append(writes, write{verb: ev.Verb, name: ev.ObjectRef.Name, code: ev.Code()})
 		}
 	}
 	return writes
+}
+
+// auditEventsSince returns the audit events logged after mark.
+func (e *env) auditEventsSince(mark int) []controlplane.AuditEvent {
+	e.t.Helper()
+	events, err := e.ControlPlane.ReadAuditLog()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return events[mark:]
 }
 
 // isEndpointsWrite reports whether an audit event is a write to Endpoints in namespace

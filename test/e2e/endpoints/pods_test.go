@@ -169,6 +169,16 @@ func (e *env) finish(name string, phase corev1.PodPhase) *corev1.Pod {
 
 func (e *env) updatePodStatus(name string, mutate func(*corev1.PodStatus)) *corev1.Pod {
 	e.t.Helper()
+	updated, err := e.tryUpdatePodStatus(name, mutate)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return updated
+}
+
+// tryUpdatePodStatus is updatePodStatus for goroutines other than the test's, which
+// must not fail the test themselves.
+func (e *env) tryUpdatePodStatus(name string, mutate func(*corev1.PodStatus)) (*corev1.Pod, error) {
 	var updated *corev1.Pod
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		p, err := e.Client.CoreV1().Pods(e.Namespace).Get(e.ctx, name, metav1.GetOptions{})
@@ -180,9 +190,9 @@ func (e *env) updatePodStatus(name string, mutate func(*corev1.PodStatus)) *core
 		return err
 	})
 	if err != nil {
-		e.t.Fatalf("updating status of pod %s: %v", name, err)
+		return nil, fmt.Errorf("updating status of pod %s: %w", name, err)
 	}
-	return updated
+	return updated, nil
 }
 
 // patchPod applies a JSON merge patch to a pod, e.g. to change its labels.
