@@ -134,6 +134,10 @@ func (o *GenericOptions) RESTConfig() (*rest.Config, error) {
 				o.Kubeconfig, o.Master, err)
 		}
 		cfg = loaded
+		if err := checkUsable(cfg); err != nil {
+			return nil, fmt.Errorf("the client configuration from --kubeconfig=%q --master=%q is unusable: %w; "+
+				"check the cluster's server URL and the certificate and key data of its user", o.Kubeconfig, o.Master, err)
+		}
 	}
 	// Like upstream: the apiserver and mini-kcm usually share a fast network, where
 	// gzip costs more CPU than it saves time.
@@ -157,6 +161,20 @@ func checkKubeconfigFile(path string) error {
 	if _, err := clientcmd.LoadFromFile(path); err != nil {
 		return fmt.Errorf("--kubeconfig %q is not a valid kubeconfig file (%w); check it with "+
 			"`kubectl --kubeconfig %s config view`", path, err, path)
+	}
+	return nil
+}
+
+// checkUsable builds, without contacting anyone, what every client would build from cfg:
+// the server URL and the TLS transport. clientcmd accepts a kubeconfig whose server is
+// not a URL or whose certificate data is not PEM, and the client built later would fail
+// without naming the file.
+func checkUsable(cfg *rest.Config) error {
+	if _, _, err := rest.DefaultServerUrlFor(cfg); err != nil {
+		return err
+	}
+	if _, err := rest.TransportFor(cfg); err != nil {
+		return err
 	}
 	return nil
 }
