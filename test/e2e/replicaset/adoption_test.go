@@ -158,3 +158,35 @@ func onlyControlledActivePods(e *env, rs *appsv1.ReplicaSet, n int) error {
 	}
 	return nil
 }
+
+// Two ReplicaSets select the same pods (a user error, but a common one): each keeps
+// its own pods and ignores the other's, so together they run 1 + 2 pods. This is
+// upstream's TestOverlappingRSs; the controllerRef decides, not the selector.
+func TestOverlappingReplicaSetsEachKeepTheirOwnPods(t *testing.T) {
+	e := startEnv(t)
+	first := newReplicaSet("first", 1)
+	second := newReplicaSet("second", 2)
+	for _, rs := range []*appsv1.ReplicaSet{first, second} {
+		rs.Spec.Selector.MatchLabels = map[string]string{"app": "shared"}
+		rs.Spec.Template.Labels = map[string]string{"app": "shared"}
+	}
+	first = e.createReplicaSet(first)
+	e.waitForStatus("first", settled(1))
+	start := time.Now()
+	second = e.createReplicaSet(second)
+	e.waitForStatus("second", settled(2))
+	e.waitForStatus("first", settled(1))
+
+	if pods := e.pods(); len(pods) != 3 {
+		t.Errorf("%d pods %v, want 1 + 2", len(pods), podNames(pods))
+	}
+	firstPods := e.activePodsOf(first)
+	if len(firstPods) != 1 || len(e.activePodsOf(second)) != 2 {
+		t.Errorf("first controls %v, second %v; want 1 and 2 pods", podNames(firstPods), podNames(e.activePodsOf(second)))
+	}
+	for _, pod := range firstPods {
+		if writes := e.controllerRequests(start, podWrites(pod.Name)); len(writes) != 0 {
+			t.Errorf("the controller wrote pod %s of the first ReplicaSet while syncing the second: %v", pod.Name, verbs(writes))
+		}
+	}
+}

@@ -2,6 +2,7 @@ package replicaset
 
 import (
 	"fmt"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -44,7 +45,8 @@ func TestRefusedPodCreationsSetReplicaFailureUntilTheCauseIsRemoved(t *testing.T
 		t.Errorf("ReplicaFailure condition %+v, want status True, reason FailedCreate, a message matching %q and a transition time", failure, refused)
 	}
 	// Upstream's RealPodControl: Warning FailedCreate "Error creating: <err>". After
-	// ten alike the event correlator combines them, prefixing the message.
+	// ten alike the event correlator combines them, prefixing the message. The
+	// controller retries (one pod per sync, slow start), so failures pile up.
 	e.waitFor(func() error {
 		messages := e.eventMessages("web", v1.EventTypeWarning, "FailedCreate")
 		for _, message := range messages {
@@ -53,11 +55,21 @@ func TestRefusedPodCreationsSetReplicaFailureUntilTheCauseIsRemoved(t *testing.T
 				return fmt.Errorf("Warning FailedCreate event %q, want %q and an error matching %q", message, "Error creating: ", refused)
 			}
 		}
-		if len(messages) == 0 {
-			return fmt.Errorf("no Warning FailedCreate event")
+		if len(messages) < 3 {
+			return fmt.Errorf("%d Warning FailedCreate events, want at least 3", len(messages))
 		}
 		return nil
 	})
+	// Each retry fails with another pod name, but the condition keeps the first
+	// failure: upstream's calculateStatus adds it only when there is none.
+	for _, c := range e.getReplicaSet("web").Status.Conditions {
+		if c.Type == appsv1.ReplicaSetReplicaFailure && !reflect.DeepEqual(c, failure) {
+			t.Errorf("ReplicaFailure condition changed while the failure went on: %+v, was %+v", c, failure)
+		}
+	}
+	if created := e.eventMessages("web", v1.EventTypeNormal, "SuccessfulCreate"); len(created) != 2 {
+		t.Errorf("SuccessfulCreate events %q, want the 2 pods the quota allows", created)
+	}
 
 	t.Log("delete the quota")
 	if err := e.client.CoreV1().ResourceQuotas(e.ns).Delete(e.ctx(), "pods", metav1.DeleteOptions{}); err != nil {

@@ -44,9 +44,14 @@ type env struct {
 	client kubernetes.Interface
 	// ns is the test's namespace; everything the test creates lives there.
 	ns string
-	// controller is the replica running the ReplicaSet controller, nil until
-	// startController.
+	// controller is the mini-kcm replica running the ReplicaSet controller; nil
+	// until startController, and when the suite runs against upstream.
 	controller *framework.Replica
+	// controllerUser is the user the controller authenticates as, which tells its
+	// requests apart in the audit log.
+	controllerUser string
+	// stopController stops the controller, whichever runs; nil until startController.
+	stopController func()
 }
 
 // newEnv sets up a namespace for the test without starting the controller, for tests
@@ -71,11 +76,15 @@ func startEnv(t *testing.T) *env {
 
 // startController starts one mini-kcm replica running only the ReplicaSet controller
 // and waits until it leads (the controllers start right after).
-func (e *env) startController(extraArgs ...string) {
+func (e *env) startController() {
 	e.t.Helper()
-	e.controller = e.f.StartReplica(framework.ReplicaOptions{
-		Args: append([]string{"--controllers=replicaset"}, extraArgs...),
-	})
+	if againstUpstream {
+		e.startUpstreamController()
+		return
+	}
+	e.controller = e.f.StartReplica(framework.ReplicaOptions{Args: []string{"--controllers=replicaset"}})
+	e.controllerUser = e.controller.Name
+	e.stopController = e.controller.Kill
 	e.f.WaitForLeader(60 * time.Second)
 }
 
@@ -87,10 +96,10 @@ func (e *env) cleanup() {
 	if e.t.Failed() {
 		e.t.Log(e.describeNamespace())
 	}
-	if e.controller != nil {
+	if e.stopController != nil {
 		// Stopped first, so that it cannot recreate pods (with finalizers) while they
 		// are being removed.
-		e.controller.Kill()
+		e.stopController()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -448,8 +457,8 @@ type auditEvent = controlplane.AuditEvent
 
 // controllerRequests returns the requests that this test's controller made in the
 // test's namespace since the given time (as recorded by the apiserver) and that keep
-// accepts. The controller is recognised by its own user (each replica has one) and the
-// ReplicaSet controller's user agent.
+// accepts. The controller is recognised by its own user (each test's controller has
+// one) and the ReplicaSet controller's user agent.
 func (e *env) controllerRequests(since time.Time, keep func(*auditEvent) bool) []auditEvent {
 	e.t.Helper()
 	events, err := e.f.ControlPlane.ReadAuditLog()
@@ -459,7 +468,7 @@ func (e *env) controllerRequests(since time.Time, keep func(*auditEvent) bool) [
 	var matched []auditEvent
 	for i := range events {
 		ev := &events[i]
-		if ev.User.Username != e.controller.Name || !strings.Contains(ev.UserAgent, "("+controllerName+")") {
+		if ev.User.Username != e.controllerUser || !isReplicaSetControllerAgent(ev.UserAgent) {
 			continue
 		}
 		if ev.ObjectRef == nil || ev.ObjectRef.Namespace != e.ns || ev.RequestReceivedTimestamp.Before(since) {
@@ -470,6 +479,14 @@ func (e *env) controllerRequests(since time.Time, keep func(*auditEvent) bool) [
 		}
 	}
 	return matched
+}
+
+// isReplicaSetControllerAgent reports whether a user agent is the ReplicaSet
+// controller's: "mini-kcm/<version> (replicaset-controller)" for mini-kcm, and
+// "kube-controller-manager/<version> (<os/arch>) kubernetes/<commit>/replicaset-controller"
+// for upstream.
+func isReplicaSetControllerAgent(userAgent string) bool {
+	return strings.HasSuffix(userAgent, "("+controllerName+")") || strings.HasSuffix(userAgent, "/"+controllerName)
 }
 
 // podWrites accepts the requests that create, change or delete pods (the named one, or
