@@ -303,7 +303,7 @@ func (dt *deploymentTester) snapshot() (snapshot, error) {
 
 // waitForRollout waits until the Deployment is at revision with the given image and
 // its rollout is complete in every way a user can see: status counts, conditions, old
-// ReplicaSets scaled to 0 and only the new ReplicaSet's pods left. It returns the
+// ReplicaSets scaled to 0 and only the new ReplicaSet's pods active. It returns the
 // Deployment and its new ReplicaSet.
 func (dt *deploymentTester) waitForRollout(revision, wantImage string) (*appsv1.Deployment, *appsv1.ReplicaSet) {
 	dt.t.Helper()
@@ -363,13 +363,20 @@ func (s snapshot) complete(revision, wantImage string) (*appsv1.ReplicaSet, erro
 		return nil, fmt.Errorf("new replica set %s has %d/%d available replicas, want %d", newRS.Name, newRS.Status.AvailableReplicas, *newRS.Spec.Replicas, replicas)
 	}
 
-	if len(s.pods) != int(replicas) {
-		return nil, fmt.Errorf("%d pods exist, want %d", len(s.pods), replicas)
-	}
+	// Terminating pods are no longer part of the rollout; a test that holds some
+	// checks them itself.
+	active := 0
 	for _, pod := range s.pods {
+		if pod.DeletionTimestamp != nil {
+			continue
+		}
+		active++
 		if ref := metav1.GetControllerOf(&pod); ref == nil || ref.UID != newRS.UID {
 			return nil, fmt.Errorf("pod %s is not controlled by the new replica set %s", pod.Name, newRS.Name)
 		}
+	}
+	if active != int(replicas) {
+		return nil, fmt.Errorf("%d active pods, want %d", active, replicas)
 	}
 	return newRS, nil
 }

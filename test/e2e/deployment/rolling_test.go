@@ -120,63 +120,135 @@ func podsBeyondSpec(s snapshot) string {
 // the whole rollout; it ends at revision 2 with the old ReplicaSet kept at 0 (upstream
 // TestDeploymentRollingUpdate and e2e testRollingUpdateDeployment).
 func TestRollingUpdateStaysWithinMaxSurgeAndMaxUnavailable(t *testing.T) {
-	f := startControllers(t)
-	d := newDeployment("web", 10)
-	// A pod counts as available one second after it is Ready, so the rollout takes
-	// several steps that the samples can see, instead of finishing between two of them.
-	d.Spec.MinReadySeconds = 1
-	web := createDeployment(t, f, d)
-	_, oldRS := web.waitForRollout("1", image(1))
-
-	// The 25% defaults resolve against 10 replicas as upstream's ResolveFenceposts
-	// does: the surge rounds up (3), the unavailability rounds down (2).
-	bounds := rollingBounds{replicas: 10, maxSurge: 3, maxUnavailable: 2}
-	web.update(func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Image = image(2) })
-
-	ext := newRolloutExtremes()
-	var newRS *appsv1.ReplicaSet
-	web.eventually(rolloutTimeout, "rollout to revision 2 within maxSurge and maxUnavailable", func() error {
-		s, err := web.snapshot()
-		if err != nil {
-			return err
-		}
-		if err := checkRollingBounds(s, bounds, &ext); err != nil {
-			t.Fatalf("rolling update broke its bounds: %v\n%s", err, web.describe())
-		}
-		newRS, err = s.complete("2", image(2))
-		return err
-	})
-	t.Logf("%d samples: at most %d active pods (%d with terminating ones) and %d in replica set specs; at least %d available pods, %d available by replica set status, %d by deployment status",
-		ext.samples, ext.maxActivePods, ext.maxPodsWithTerminating, ext.maxSpecSum, ext.minAvailablePods, ext.minStatusAvailable, ext.minDeploymentAvailable)
-
-	rsList := web.mustReplicaSets()
-	if len(rsList) != 2 || rsList[0].Name != oldRS.Name || rsList[1].Name != newRS.Name {
-		t.Fatalf("want the old replica set %s and the new one %s\n%s", oldRS.Name, newRS.Name, web.describe())
+	tests := []struct {
+		name     string
+		strategy *appsv1.RollingUpdateDeployment
+		bounds   rollingBounds
+		// firstSteps are the events of the rollout's first steps, which the
+		// arithmetic fixes; %[1]s is the old ReplicaSet, %[2]s the new one.
+		firstSteps []string
+		// holdOldPods keeps the old pods Terminating until the rollout is over.
+		holdOldPods bool
+	}{
+		{
+			// The 25% defaults resolve against 10 replicas as upstream's
+			// ResolveFenceposts does: the surge rounds up (3), the unavailability
+			// rounds down (2). The new ReplicaSet starts at min(maxSurge, replicas) = 3;
+			// with none of its pods available the old one may lose only
+			// 13 - 8 - 3 = 2 (the example in upstream's rolling.go).
+			name:       "default 25 percent each",
+			bounds:     rollingBounds{replicas: 10, maxSurge: 3, maxUnavailable: 2},
+			firstSteps: []string{"Scaled up replica set %[2]s from 0 to 3", "Scaled down replica set %[1]s from 10 to 8"},
+		},
+		{
+			// No pod may be unavailable: old pods go only as new ones become available.
+			name:       "surge only",
+			strategy:   &appsv1.RollingUpdateDeployment{MaxSurge: ptr.To(intstr.FromInt32(2)), MaxUnavailable: ptr.To(intstr.FromInt32(0))},
+			bounds:     rollingBounds{replicas: 10, maxSurge: 2, maxUnavailable: 0},
+			firstSteps: []string{"Scaled up replica set %[2]s from 0 to 2"},
+		},
+		{
+			// No surge: the new ReplicaSet is created empty (no event), the old one
+			// makes room first, and the new one takes exactly that room.
+			name:       "unavailability only",
+			strategy:   &appsv1.RollingUpdateDeployment{MaxSurge: ptr.To(intstr.FromInt32(0)), MaxUnavailable: ptr.To(intstr.FromInt32(3))},
+			bounds:     rollingBounds{replicas: 10, maxSurge: 0, maxUnavailable: 3},
+			firstSteps: []string{"Scaled down replica set %[1]s from 10 to 7", "Scaled up replica set %[2]s from 0 to 3"},
+		},
+		{
+			// A full surge starts every new pod at once, and nothing old goes before
+			// the new pods are available.
+			name:       "full surge",
+			strategy:   &appsv1.RollingUpdateDeployment{MaxSurge: ptr.To(intstr.FromString("100%")), MaxUnavailable: ptr.To(intstr.FromInt32(0))},
+			bounds:     rollingBounds{replicas: 10, maxSurge: 10, maxUnavailable: 0},
+			firstSteps: []string{"Scaled up replica set %[2]s from 0 to 10"},
+		},
+		{
+			// Old pods that take long to stop do not hold the rollout back: a pod
+			// being deleted no longer counts, and is replaced at once. Pods and
+			// terminating pods together then exceed the surge, which is upstream's
+			// behaviour with the default pod replacement policy.
+			name:        "old pods slow to terminate",
+			bounds:      rollingBounds{replicas: 10, maxSurge: 3, maxUnavailable: 2},
+			firstSteps:  []string{"Scaled up replica set %[2]s from 0 to 3", "Scaled down replica set %[1]s from 10 to 8"},
+			holdOldPods: true,
+		},
 	}
-	// Both were last sized by the Deployment controller for 10 replicas, 13 at most.
-	for rs, revision := range map[*appsv1.ReplicaSet]string{rsList[0]: "1", rsList[1]: "2"} {
-		want := map[string]string{revisionAnnotation: revision, desiredReplicasAnnotation: "10", maxReplicasAnnotation: "13"}
-		if !maps.Equal(rs.Annotations, want) {
-			t.Errorf("replica set %s has annotations %v, want %v", rs.Name, rs.Annotations, want)
-		}
-		if rs.Spec.MinReadySeconds != 1 {
-			t.Errorf("replica set %s has minReadySeconds %d, want the deployment's 1", rs.Name, rs.Spec.MinReadySeconds)
-		}
-	}
-	pods, err := web.pods()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d2 := web.get()
-	if err := checkHashAgreement(d2, newRS, pods, podTemplateHash(&d2.Spec.Template, nil)); err != nil {
-		t.Error(err)
-	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := startControllers(t)
+			d := newDeployment("web", tt.bounds.replicas)
+			d.Spec.Strategy.RollingUpdate = tt.strategy
+			// A pod counts as available one second after it is Ready, so the rollout
+			// takes several steps that the samples can see, instead of finishing
+			// between two of them.
+			d.Spec.MinReadySeconds = 1
+			if tt.holdOldPods {
+				d.Spec.Template.Finalizers = []string{holdFinalizer}
+				t.Cleanup(func() { releaseHeldPods(t, f.Client, f.Namespace) })
+			}
+			web := createDeployment(t, f, d)
+			_, oldRS := web.waitForRollout("1", image(1))
 
-	// The first step is fixed by the arithmetic: the new ReplicaSet starts at
-	// min(maxSurge, replicas) = 3, and with none of its pods available the old one may
-	// lose only 13 - 8 - 3 = 2 (upstream's Example in rolling.go).
-	web.expectEvent(corev1.EventTypeNormal, "ScalingReplicaSet", fmt.Sprintf("Scaled up replica set %s from 0 to 3", newRS.Name))
-	web.expectEvent(corev1.EventTypeNormal, "ScalingReplicaSet", fmt.Sprintf("Scaled down replica set %s from 10 to 8", oldRS.Name))
+			web.update(func(d *appsv1.Deployment) {
+				d.Spec.Template.Spec.Containers[0].Image = image(2)
+				d.Spec.Template.Finalizers = nil
+			})
+			ext := newRolloutExtremes()
+			var newRS *appsv1.ReplicaSet
+			web.eventually(rolloutTimeout, "rollout to revision 2 within maxSurge and maxUnavailable", func() error {
+				s, err := web.snapshot()
+				if err != nil {
+					return err
+				}
+				if err := checkRollingBounds(s, tt.bounds, &ext); err != nil {
+					t.Fatalf("rolling update broke its bounds: %v\n%s", err, web.describe())
+				}
+				newRS, err = s.complete("2", image(2))
+				return err
+			})
+			t.Logf("%d samples: at most %d active pods (%d with terminating ones) and %d in replica set specs; at least %d available pods, %d available by replica set status, %d by deployment status",
+				ext.samples, ext.maxActivePods, ext.maxPodsWithTerminating, ext.maxSpecSum, ext.minAvailablePods, ext.minStatusAvailable, ext.minDeploymentAvailable)
+
+			rsList := web.mustReplicaSets()
+			if len(rsList) != 2 || rsList[0].Name != oldRS.Name || rsList[1].Name != newRS.Name {
+				t.Fatalf("want the old replica set %s and the new one %s\n%s", oldRS.Name, newRS.Name, web.describe())
+			}
+			// Both were last sized by the Deployment controller.
+			maxReplicas := fmt.Sprint(tt.bounds.replicas + tt.bounds.maxSurge)
+			for rs, revision := range map[*appsv1.ReplicaSet]string{rsList[0]: "1", rsList[1]: "2"} {
+				want := map[string]string{revisionAnnotation: revision, desiredReplicasAnnotation: "10", maxReplicasAnnotation: maxReplicas}
+				if !maps.Equal(rs.Annotations, want) {
+					t.Errorf("replica set %s has annotations %v, want %v", rs.Name, rs.Annotations, want)
+				}
+				if rs.Spec.MinReadySeconds != 1 {
+					t.Errorf("replica set %s has minReadySeconds %d, want the deployment's 1", rs.Name, rs.Spec.MinReadySeconds)
+				}
+			}
+			pods, err := web.pods()
+			if err != nil {
+				t.Fatal(err)
+			}
+			d2 := web.get()
+			if err := checkHashAgreement(d2, newRS, pods, podTemplateHash(&d2.Spec.Template, nil)); err != nil {
+				t.Error(err)
+			}
+			for _, step := range tt.firstSteps {
+				web.expectEvent(corev1.EventTypeNormal, "ScalingReplicaSet", fmt.Sprintf(step, oldRS.Name, newRS.Name))
+			}
+
+			if tt.holdOldPods {
+				// All 10 old pods are still there, terminating, next to the 10 new ones,
+				// and the status says so.
+				if want := int(2 * tt.bounds.replicas); ext.maxPodsWithTerminating != want {
+					t.Errorf("saw at most %d pods with terminating ones, want %d", ext.maxPodsWithTerminating, want)
+				}
+				web.expectTerminating(10)
+				releaseHeldPods(t, f.Client, f.Namespace)
+				web.expectTerminating(0)
+			}
+		})
+	}
 }
 
 // Scaling a Deployment in the middle of a stuck rollout spreads the new replicas over
@@ -234,6 +306,17 @@ func TestScalingDuringAStuckRolloutIsProportional(t *testing.T) {
 			t.Errorf("replica set %s has %s=%q, want 20", rs.Name, desiredReplicasAnnotation, got)
 		}
 	}
+}
+
+// expectTerminating waits until the Deployment reports n terminating replicas.
+func (dt *deploymentTester) expectTerminating(n int32) {
+	dt.t.Helper()
+	dt.eventually(30*time.Second, fmt.Sprintf("%d terminating replicas", n), func() error {
+		if got := dt.get().Status.TerminatingReplicas; got == nil || *got != n {
+			return fmt.Errorf("status.terminatingReplicas is %s", ptrString(got))
+		}
+		return nil
+	})
 }
 
 // waitForSizes waits until the old ReplicaSets named in oldSizes have those sizes and
