@@ -173,7 +173,7 @@ func first(names []string) []string { return names[:min(5, len(names))] }
 // deleteAllQuickly deletes the Service and then every pod, so that the framework's
 // cleanup, which deletes pods one by one with their grace period, has nothing left to do.
 func (e *env) deleteAllQuickly(service string, pods []*corev1.Pod) {
-	ctx, cancel := withTimeout()
+	ctx, cancel := cleanupContext()
 	defer cancel()
 	if err := e.Client.CoreV1().Services(e.Namespace).Delete(ctx, service, metav1.DeleteOptions{}); err != nil {
 		e.t.Logf("deleting service %s: %v", service, err)

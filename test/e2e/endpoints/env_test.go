@@ -74,7 +74,7 @@ func (e *env) dumpOnFailure() {
 	if !e.t.Failed() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := cleanupContext()
 	defer cancel()
 	var b strings.Builder
 	if services, err := e.Client.CoreV1().Services(e.Namespace).List(ctx, metav1.ListOptions{}); err == nil {
@@ -108,7 +108,7 @@ func (e *env) dumpOnFailure() {
 // releaseHeldPods removes holdFinalizer from every pod of the namespace, so that the
 // framework's cleanup can delete them.
 func (e *env) releaseHeldPods() {
-	ctx, cancel := withTimeout()
+	ctx, cancel := cleanupContext()
 	defer cancel()
 	pods, err := e.Client.CoreV1().Pods(e.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -123,6 +123,11 @@ func (e *env) releaseHeldPods() {
 			}
 		}
 	}
+}
+
+// cleanupContext bounds calls made during cleanup, after the test's own context ended.
+func cleanupContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), 30*time.Second)
 }
 
 // toJSON renders v for failure messages.

@@ -1,8 +1,6 @@
 package endpoints
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -247,13 +245,7 @@ func forEach(n int, do func(i int) error) error {
 	close(next)
 	wg.Wait()
 	if len(errs) > 0 {
-		return fmt.Errorf("%d of %d calls failed, first: %w", len(errs), n, errors.Join(errs[0]))
+		return fmt.Errorf("%d of %d calls failed, first: %w", len(errs), n, errs[0])
 	}
 	return nil
-}
-
-// withTimeout is a short context for cleanup calls made after the test's own context
-// ended.
-func withTimeout() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), 30*time.Second)
 }
