@@ -41,16 +41,39 @@ type env struct {
 	podsCreated int
 }
 
-// start starts one mini-kcm replica running only the endpoints controller, with extra
-// flags appended, and waits until it leads and its caches synced (/readyz), so that
-// everything the test creates afterwards is seen by a running controller.
+// start sets up a test with one mini-kcm replica running only the endpoints
+// controller, with extraArgs appended to its flags.
 func start(t *testing.T, extraArgs ...string) *env {
 	t.Helper()
+	e := newEnv(t)
+	e.startReplica(extraArgs...)
+	return e
+}
+
+// newEnv sets up a test without starting mini-kcm, for tests that prepare objects a
+// starting controller must find.
+func newEnv(t *testing.T) *env {
+	t.Helper()
 	f := framework.New(t)
+	e := &env{Framework: f, t: t, ctx: f.Context(), nodes: f.ControlPlane.NodeNames()}
+	// Registered after framework.New, so they run before the framework deletes the
+	// namespace's objects: first the dump, then the release of held pods.
+	t.Cleanup(e.releaseHeldPods)
+	t.Cleanup(e.dumpOnFailure)
+	return e
+}
+
+// startReplica starts a mini-kcm replica running only the endpoints controller and
+// waits until it leads and its caches synced (/readyz), so that everything the test
+// does afterwards is seen by a running controller.
+func (e *env) startReplica(extraArgs ...string) {
+	e.t.Helper()
 	args := append([]string{"--controllers=endpoints"}, extraArgs...)
-	r := f.StartReplica(framework.ReplicaOptions{Args: args})
-	f.WaitForLeader(startTimeout)
-	framework.Eventually(t, startTimeout, func() error {
+	r := e.StartReplica(framework.ReplicaOptions{Args: args})
+	if leader := e.WaitForLeader(startTimeout); leader != r {
+		e.t.Fatalf("%s leads, want the replica just started, %s", leader.Name, r.Name)
+	}
+	framework.Eventually(e.t, startTimeout, func() error {
 		code, body, err := r.Get("/readyz?verbose")
 		if err != nil {
 			return err
@@ -60,12 +83,7 @@ func start(t *testing.T, extraArgs ...string) *env {
 		}
 		return nil
 	})
-	e := &env{Framework: f, t: t, ctx: f.Context(), replica: r, nodes: f.ControlPlane.NodeNames()}
-	// Registered after framework.New, so they run before the framework deletes the
-	// namespace's objects: first the dump, then the release of held pods.
-	t.Cleanup(e.releaseHeldPods)
-	t.Cleanup(e.dumpOnFailure)
-	return e
+	e.replica = r
 }
 
 // dumpOnFailure logs the namespace's Services, Endpoints and pods when the test failed;

@@ -37,6 +37,13 @@ func TestRelabelledPodsMoveBetweenServices(t *testing.T) {
 	e.waitForEndpoints("blue")
 	e.waitForEndpoints("shop", "ready shop-1 http:8080/TCP")
 	e.waitForEndpoints("green", "ready shop-1 http:8080/TCP")
+
+	t.Log("the blue Service's selector changes to select green pods")
+	patch := `{"spec":{"selector":{"color":"green"}}}`
+	if _, err := e.Client.CoreV1().Services(e.Namespace).Patch(e.ctx, "blue", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitForEndpoints("blue", "ready shop-1 http:8080/TCP")
 }
 
 // The Endpoints of a Service live and die with it: deleted by hand they come back,
@@ -77,6 +84,35 @@ func TestEndpointsFollowTheirService(t *testing.T) {
 	e.setReady("web-0", false)
 	settle()
 	e.expectNoEndpoints("web")
+}
+
+// A Service deleted while no controller ran leaves its Endpoints behind; the controller
+// deletes them when it starts, as upstream's checkLeftoverEndpoints does by queueing
+// every Endpoints once. Endpoints that hold a leader-election record
+// (control-plane.alpha.kubernetes.io/leader) have no Service by design and are kept.
+func TestEndpointsLeftByAServiceDeletedWhileStoppedAreDeletedOnStart(t *testing.T) {
+	e := newEnv(t)
+	web := map[string]string{"app": "web"}
+	e.createService(e.newService("web", web, servicePort("http", 80, intstr.FromInt32(8080), corev1.ProtocolTCP)))
+	e.runPods(e.newPod("web-0", web))
+	for _, ep := range []*corev1.Endpoints{
+		{ObjectMeta: metav1.ObjectMeta{Name: "deleted-service", Labels: map[string]string{managedByLabel: managedByValue}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "lock", Annotations: map[string]string{
+			"control-plane.alpha.kubernetes.io/leader": `{"holderIdentity":"someone","leaseDurationSeconds":15}`,
+		}}},
+	} {
+		if _, err := e.Client.CoreV1().Endpoints(e.Namespace).Create(e.ctx, ep, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	e.startReplica()
+	e.waitForNoEndpoints("deleted-service")
+	e.waitForEndpoints("web", "ready web-0 http:8080/TCP")
+	settle()
+	if _, err := e.Client.CoreV1().Endpoints(e.Namespace).Get(e.ctx, "lock", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the leader-election Endpoints: %v", err)
+	}
 }
 
 // A Service without a selector gets its Endpoints from someone else, and an

@@ -15,7 +15,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/mini-kcm/mini-kcm/test/controlplane"
-	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
 )
 
 // The Endpoints mini-kcm writes are the ones kube-controller-manager v1.37 writes for
@@ -64,10 +63,7 @@ func TestEndpointsAreTheOnesKubeControllerManagerWrites(t *testing.T) {
 	t.Log("mini-kcm takes over from kube-controller-manager")
 	kcm.Kill()
 	mark := e.auditMark()
-	// A Lease of its own: the first replica's Lease would make it wait for expiry.
-	e.replica = e.StartReplica(framework.ReplicaOptions{Args: []string{
-		"--controllers=endpoints", "--leader-elect-resource-name=" + e.LeaseName + "-takeover",
-	}})
+	e.startReplica()
 	poll(t, startTimeout, 500*time.Millisecond, func() error {
 		// Every Service of the namespace synced, and the default/kubernetes one.
 		m, err := e.replica.Metrics()
