@@ -1,0 +1,243 @@
+package deploy
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/mini-kcm/mini-kcm/test/controlplane"
+	"github.com/mini-kcm/mini-kcm/test/e2e/deploy/install"
+	"github.com/mini-kcm/mini-kcm/test/e2e/deploy/sample"
+	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
+)
+
+// TestMiniKCMRollsOutTheSampleAppWithOnlyItsServiceAccount: the operator applies
+// deploy/ and deploy/sample/. Three replicas with the StatefulSet's flags and nothing
+// but the ServiceAccount's token elect a leader, which rolls the sample Deployment out
+// through a ReplicaSet to three ready pods, fills the Service's Endpoints, scales,
+// rolls out a new template, removes the Endpoints of a deleted Service, and records
+// events. Not one of their requests is forbidden: the audit log has no 403 for the
+// ServiceAccount, and no replica logs "forbidden".
+func TestMiniKCMRollsOutTheSampleAppWithOnlyItsServiceAccount(t *testing.T) {
+	f := framework.New(t)
+	inst := installMiniKCM(t, f)
+	ctx := f.Context()
+	client := f.Client
+
+	replicas := inst.startReplicas(3)
+	leader := inst.waitForLeader(replicas, 60*time.Second)
+	t.Logf("%s leads lease %s/%s", leader.Name, inst.leaseNamespace, inst.leaseName)
+	// Ready only once the leader's informers synced: listing and watching every
+	// resource worked with the ServiceAccount's permissions.
+	framework.Eventually(t, 60*time.Second, func() error {
+		code, body, err := leader.Get("/readyz?verbose")
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("%s /readyz returned %d:\n%s", leader.Name, code, body)
+		}
+		return nil
+	})
+
+	app, err := sample.Load(sampleDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, name := app.Namespace(), app.Deployment.Name
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := app.Delete(ctx, client); err != nil {
+			t.Logf("deleting the sample app: %v", err)
+		}
+	})
+	if err := app.Apply(ctx, inst.applier); err != nil {
+		t.Fatal(err)
+	}
+	rolledOut := func(want int32) {
+		t.Helper()
+		state, err := app.WaitRolledOut(ctx, client, want, 90*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, address := range state.Addresses {
+			if !strings.HasSuffix(address, ":8080") {
+				t.Fatalf("endpoint address %s: want the pods' port http, 8080 (%s)", address, state)
+			}
+		}
+		t.Logf("  %s", state)
+	}
+
+	t.Logf("the Deployment becomes Available with %d ready pods through one ReplicaSet", *app.Deployment.Spec.Replicas)
+	rolledOut(*app.Deployment.Spec.Replicas)
+
+	t.Log("scaled to 2, one pod goes and the Endpoints follow")
+	if err := app.Scale(ctx, client, 2); err != nil {
+		t.Fatal(err)
+	}
+	rolledOut(2)
+
+	t.Log("a new template rolls out through a second ReplicaSet")
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d, err := client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if d.Spec.Template.Annotations == nil {
+			d.Spec.Template.Annotations = map[string]string{}
+		}
+		d.Spec.Template.Annotations["example.com/restarted-at"] = time.Now().Format(time.RFC3339)
+		_, err = client.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rolledOut(2)
+	rss, err := client.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rss.Items) != 2 {
+		t.Errorf("%d ReplicaSets after the rollout, want the old one (scaled to 0) and the new one", len(rss.Items))
+	}
+
+	t.Log("the controllers recorded events in the sample's namespace and on the Lease")
+	expectEvents(t, client, ns, map[string]string{
+		"deployment-controller": "ScalingReplicaSet",
+		"replicaset-controller": "SuccessfulCreate",
+	})
+	framework.Eventually(t, 30*time.Second, func() error {
+		selector := fields.Set{"involvedObject.kind": "Lease", "involvedObject.name": inst.leaseName, "reason": "LeaderElection"}
+		events, err := client.CoreV1().Events(inst.leaseNamespace).List(ctx, metav1.ListOptions{FieldSelector: selector.AsSelector().String()})
+		if err != nil {
+			return err
+		}
+		if len(events.Items) == 0 {
+			return fmt.Errorf("no LeaderElection event on lease %s/%s", inst.leaseNamespace, inst.leaseName)
+		}
+		return nil
+	})
+
+	t.Log("deleting the Service deletes its Endpoints")
+	if err := client.CoreV1().Services(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, 60*time.Second, func() error {
+		_, err := client.CoreV1().Endpoints(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("Endpoints %s/%s still there (%v)", ns, name, err)
+	})
+
+	t.Log("mini-kcm made all of that as the ServiceAccount, and was never forbidden anything")
+	expectOnlyAllowedRequests(t, f.ControlPlane, install.ServiceAccountUser(saNamespace, saName), []string{
+		"create pods", "delete pods", "create replicasets", "update replicasets", "update replicasets/status",
+		"update deployments/status", "create endpoints", "update endpoints", "delete endpoints",
+		"create events", "update leases",
+	})
+	for _, r := range replicas {
+		if lines := grepFold(r.Logs(), "forbidden"); len(lines) > 0 {
+			t.Errorf("replica %s logged %d forbidden requests, e.g.:\n%s", r.Name, len(lines), strings.Join(lines[:min(5, len(lines))], "\n"))
+		}
+	}
+}
+
+// expectEvents waits for at least one event of each component with the given reason.
+func expectEvents(t *testing.T, client kubernetes.Interface, ns string, reasonByComponent map[string]string) {
+	t.Helper()
+	framework.Eventually(t, 30*time.Second, func() error {
+		events, err := client.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		var seen, missing []string
+		for component, reason := range reasonByComponent {
+			found := false
+			for _, e := range events.Items {
+				if e.Source.Component == component && e.Reason == reason {
+					found = true
+				}
+			}
+			if !found {
+				missing = append(missing, component+" "+reason)
+			}
+		}
+		for _, e := range events.Items {
+			seen = append(seen, e.Source.Component+" "+e.Reason)
+		}
+		if len(missing) > 0 {
+			sort.Strings(missing)
+			return fmt.Errorf("no event %v in %s; events seen: %v", missing, ns, seen)
+		}
+		return nil
+	})
+}
+
+// expectOnlyAllowedRequests reads the audit log: mini-kcm's requests (user agent
+// "mini-kcm/<version> (<client>)") authenticated as user, made at least the writes in
+// mustHaveMade, and not one of them was answered 403 Forbidden.
+func expectOnlyAllowedRequests(t *testing.T, cp *controlplane.ControlPlane, user string, mustHaveMade []string) {
+	t.Helper()
+	events, err := cp.ReadAuditLog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	made := map[string]int{}
+	var forbidden []string
+	for _, e := range events {
+		if !strings.HasPrefix(e.UserAgent, "mini-kcm/") {
+			continue
+		}
+		if e.User.Username != user {
+			t.Fatalf("mini-kcm made a request as %q, not as %s: %s %s (%s)", e.User.Username, user, e.Verb, e.RequestURI, e.UserAgent)
+		}
+		request := e.Verb + " " + e.Resource()
+		if e.Resource() == "" {
+			request = e.Verb + " " + e.RequestURI
+		}
+		made[request]++
+		if e.Code() == http.StatusForbidden {
+			forbidden = append(forbidden, fmt.Sprintf("%s %s (%s)", e.Verb, e.RequestURI, e.UserAgent))
+		}
+	}
+	requests := make([]string, 0, len(made))
+	for r, n := range made {
+		requests = append(requests, fmt.Sprintf("%s ×%d", r, n))
+	}
+	sort.Strings(requests)
+	t.Logf("mini-kcm's requests as %s in the audit log: %s", user, strings.Join(requests, ", "))
+	for _, r := range mustHaveMade {
+		if made[r] == 0 {
+			t.Errorf("the audit log has no %q by mini-kcm as %s", r, user)
+		}
+	}
+	if len(forbidden) > 0 {
+		t.Errorf("%d requests of mini-kcm as %s were forbidden, e.g.:\n%s", len(forbidden), user, strings.Join(forbidden[:min(10, len(forbidden))], "\n"))
+	}
+}
+
+// grepFold returns the lines of text that contain word, ignoring case.
+func grepFold(text, word string) []string {
+	re := regexp.MustCompile(`(?i)` + regexp.QuoteMeta(word))
+	var lines []string
+	for _, line := range strings.Split(text, "\n") {
+		if re.MatchString(line) {
+			lines = append(lines, line)
+		}
+	}
+	return lines
+}
