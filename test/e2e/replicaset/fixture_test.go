@@ -461,6 +461,15 @@ type auditEvent = controlplane.AuditEvent
 // one) and the ReplicaSet controller's user agent.
 func (e *env) controllerRequests(since time.Time, keep func(*auditEvent) bool) []auditEvent {
 	e.t.Helper()
+	return e.controllerProcessRequests(since, func(ev *auditEvent) bool {
+		return isReplicaSetControllerAgent(ev.UserAgent) && keep(ev)
+	})
+}
+
+// controllerProcessRequests is controllerRequests for every client of the controller's
+// process, such as the one that writes its events.
+func (e *env) controllerProcessRequests(since time.Time, keep func(*auditEvent) bool) []auditEvent {
+	e.t.Helper()
 	events, err := e.f.ControlPlane.ReadAuditLog()
 	if err != nil {
 		e.t.Fatal(err)
@@ -468,10 +477,8 @@ func (e *env) controllerRequests(since time.Time, keep func(*auditEvent) bool) [
 	var matched []auditEvent
 	for i := range events {
 		ev := &events[i]
-		if ev.User.Username != e.controllerUser || !isReplicaSetControllerAgent(ev.UserAgent) {
-			continue
-		}
-		if ev.ObjectRef == nil || ev.ObjectRef.Namespace != e.ns || ev.RequestReceivedTimestamp.Before(since) {
+		if ev.User.Username != e.controllerUser || ev.ObjectRef == nil || ev.ObjectRef.Namespace != e.ns ||
+			ev.RequestReceivedTimestamp.Before(since) {
 			continue
 		}
 		if keep(ev) {
