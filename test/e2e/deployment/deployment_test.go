@@ -3,11 +3,13 @@ package deployment
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,6 +36,10 @@ import (
 // upstreamEnv, set to 1, runs the suite against kube-controller-manager instead of
 // mini-kcm, to check that an expectation is upstream's behaviour and not ours.
 const upstreamEnv = "MINI_KCM_E2E_UPSTREAM_KCM"
+
+// dumpEnv names a directory where every test writes what its Deployments ended up as
+// (see dumpFinalState), so that a mini-kcm run and an upstream run can be diffed.
+const dumpEnv = "MINI_KCM_E2E_DUMP_DIR"
 
 // Annotations and condition reasons exactly as upstream writes them
 // (pkg/controller/deployment/util/deployment_util.go).
@@ -157,7 +163,102 @@ func createDeployment(t *testing.T, f *framework.Framework, d *appsv1.Deployment
 	if err != nil {
 		t.Fatalf("creating deployment %s: %v", d.Name, err)
 	}
-	return &deploymentTester{t: t, ctx: f.Context(), client: f.Client, ns: f.Namespace, name: d.Name, uid: created.UID}
+	dt := &deploymentTester{t: t, ctx: f.Context(), client: f.Client, ns: f.Namespace, name: d.Name, uid: created.UID}
+	if dir := os.Getenv(dumpEnv); dir != "" {
+		// Cleanups run last-in first-out, so this runs before the framework deletes
+		// the namespace's objects.
+		t.Cleanup(func() { dt.dumpFinalState(dir) })
+	}
+	return dt
+}
+
+// dumpFinalState writes the Deployment, its ReplicaSets and the distinct events about
+// it to dir as JSON, without what differs from run to run (UIDs, resource versions,
+// timestamps, the namespace), for a diff against a run with the other controller.
+func (dt *deploymentTester) dumpFinalState(dir string) {
+	// The test's context is over by now.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	at := *dt
+	at.ctx = ctx
+	dt = &at
+	var state struct {
+		Deployment  any
+		ReplicaSets []any
+		Events      []string
+	}
+	d, err := dt.client.AppsV1().Deployments(dt.ns).Get(ctx, dt.name, metav1.GetOptions{})
+	if err != nil {
+		dt.t.Errorf("dumping deployment %s: %v", dt.name, err)
+		return
+	}
+	state.Deployment = normalized(d)
+	rsList, err := dt.replicaSets()
+	if err != nil {
+		dt.t.Errorf("dumping replica sets: %v", err)
+		return
+	}
+	for _, rs := range rsList {
+		state.ReplicaSets = append(state.ReplicaSets, normalized(rs))
+	}
+	events, err := dt.events()
+	if err != nil {
+		dt.t.Errorf("dumping events: %v", err)
+		return
+	}
+	for _, e := range events {
+		state.Events = append(state.Events, fmt.Sprintf("%s %s %s: %s", e.Source.Component, e.Type, e.Reason, e.Message))
+	}
+	slices.Sort(state.Events)
+	state.Events = slices.Compact(state.Events)
+	data, err := json.MarshalIndent(state, "", "  ")
+	if err != nil {
+		dt.t.Errorf("dumping %s: %v", dt.name, err)
+		return
+	}
+	name := invalidFileChars.ReplaceAllString(dt.t.Name(), "_") + "-" + dt.name + ".json"
+	if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+		dt.t.Errorf("dumping %s: %v", dt.name, err)
+	}
+}
+
+var invalidFileChars = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+
+// volatileFields differ between two runs of the same test whatever the controller.
+var volatileFields = map[string]bool{
+	"uid": true, "resourceVersion": true, "creationTimestamp": true, "managedFields": true,
+	"namespace": true, "lastUpdateTime": true, "lastTransitionTime": true,
+}
+
+// normalized returns obj as generic JSON without volatileFields.
+func normalized(obj any) any {
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return err.Error()
+	}
+	var generic any
+	if err := json.Unmarshal(data, &generic); err != nil {
+		return err.Error()
+	}
+	var strip func(any)
+	strip = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, child := range v {
+				if volatileFields[k] {
+					delete(v, k)
+					continue
+				}
+				strip(child)
+			}
+		case []any:
+			for _, child := range v {
+				strip(child)
+			}
+		}
+	}
+	strip(generic)
+	return generic
 }
 
 func (dt *deploymentTester) get() *appsv1.Deployment {
