@@ -70,6 +70,9 @@ type takeover struct {
 // result is what the demo measured, for the test.
 type result struct {
 	takeovers []takeover
+	// dataRaces names the replicas whose log reports a data race (race-detector
+	// builds only).
+	dataRaces []string
 	// leaderBefore and leaderAfter are the output of `mini-kcm leader`.
 	leaderBefore, leaderAfter string
 }
@@ -81,6 +84,8 @@ type demo struct {
 	p *printer
 	// cp is the local control plane.
 	cp *controlplane.ControlPlane
+	// manifests are the objects of deploy/'s kustomization.
+	manifests []install.Manifest
 	// app is the sample app of deploy/sample/.
 	app *sample.App
 	// lease watches the Lease the replicas elect their leader with.
@@ -123,7 +128,7 @@ func run(ctx context.Context, out io.Writer, cfg config) (res result, err error)
 	if err != nil {
 		return res, err
 	}
-	defer d.stopAll()
+	defer func() { res.dataRaces = d.stopAll() }()
 	defer func() {
 		if err != nil {
 			d.printLogTails()
@@ -172,7 +177,14 @@ func run(ctx context.Context, out io.Writer, cfg config) (res result, err error)
 	if res.leaderAfter, err = d.showLeader(ctx, "after the failovers"); err != nil {
 		return res, err
 	}
+	// Every request was made with the ServiceAccount's token and so with exactly the
+	// RBAC of deploy/; a missing permission shows up as a "forbidden" error in a log.
+	if forbidden := d.grepLogs("forbidden"); len(forbidden) > 0 {
+		return res, fmt.Errorf("replicas were forbidden requests with the RBAC of %s:\n%s", d.cfg.deployDir, strings.Join(forbidden, "\n"))
+	}
+
 	d.p.step("Summary (%s)", d.timings)
+	d.p.info("RBAC: every replica ran with a token of ServiceAccount %s/%s and none was forbidden a request", saNamespace, saName)
 	d.p.info("takeover after SIGTERM: %-7s %s released the Lease on its way out; a standby acquires a released Lease at its next retry",
 		seconds(graceful.took), d.describe(graceful.from))
 	d.p.info("takeover after SIGKILL: %-7s nothing was released; a standby acquires the Lease once a lease duration passed since it last saw it renewed",
@@ -183,11 +195,11 @@ func run(ctx context.Context, out io.Writer, cfg config) (res result, err error)
 
 // readManifests reads deploy/ and deploy/sample/ and the flags the replicas run with.
 func (d *demo) readManifests() error {
-	manifests, err := install.LoadKustomization(d.cfg.deployDir)
-	if err != nil {
+	var err error
+	if d.manifests, err = install.LoadKustomization(d.cfg.deployDir); err != nil {
 		return err
 	}
-	containerArgs, err := install.ContainerArgs(manifests, statefulSetName, containerName)
+	containerArgs, err := install.ContainerArgs(d.manifests, statefulSetName, containerName)
 	if err != nil {
 		return err
 	}
@@ -205,19 +217,15 @@ func (d *demo) readManifests() error {
 
 // install applies deploy/ and starts the replicas, each with a token of its own.
 func (d *demo) install(ctx context.Context) error {
-	manifests, err := install.LoadKustomization(d.cfg.deployDir)
-	if err != nil {
-		return err
-	}
 	applier, err := install.NewApplier(d.cp.RESTConfig(), fieldManager)
 	if err != nil {
 		return err
 	}
-	if _, err := applier.Apply(ctx, manifests, install.ApplyOptions{}); err != nil {
+	if _, err := applier.Apply(ctx, d.manifests, install.ApplyOptions{}); err != nil {
 		return err
 	}
-	d.p.step("Applied %s with server-side apply: %d objects", d.cfg.deployDir, len(manifests))
-	for _, m := range manifests {
+	d.p.step("Applied %s with server-side apply: %d objects", d.cfg.deployDir, len(d.manifests))
+	for _, m := range d.manifests {
 		d.p.info("%s", m)
 	}
 
@@ -385,12 +393,8 @@ func (d *demo) failover(ctx context.Context, leader *replica, sig syscall.Signal
 	}
 	t.exited, t.exitCode = time.Since(begin), code
 	if sig == syscall.SIGTERM {
-		released, err := logContains(leader.logPath, logStart, `"Released the lease"`)
-		if err != nil {
-			return t, nil, err
-		}
-		t.released = released
-		d.p.info("%s exited with code %d after %s; released the lease: %v", leader.name, code, seconds(t.exited), released)
+		t.released = logContains(leader.logPath, logStart, `"Released the lease"`)
+		d.p.info("%s exited with code %d after %s; released the lease: %v", leader.name, code, seconds(t.exited), t.released)
 	}
 
 	next, change, err := d.waitForLeader(ctx, leader.identity, begin)
@@ -420,8 +424,9 @@ func (d *demo) failover(ctx context.Context, leader *replica, sig syscall.Signal
 }
 
 // stopAll stops the replicas at once (stopping the leader first would only hand the
-// Lease to a standby about to stop too), then the control plane.
-func (d *demo) stopAll() {
+// Lease to a standby about to stop too), then the control plane. It returns the
+// replicas whose logs report a data race, read before the logs are removed.
+func (d *demo) stopAll() (dataRaces []string) {
 	var stopping sync.WaitGroup
 	for _, r := range d.replicas {
 		if r.process != nil {
@@ -429,9 +434,33 @@ func (d *demo) stopAll() {
 		}
 	}
 	stopping.Wait()
+	for _, r := range d.replicas {
+		if logContains(r.logPath, 0, "WARNING: DATA RACE") {
+			dataRaces = append(dataRaces, r.name+" ("+r.logPath+")")
+		}
+	}
 	if err := d.cp.Stop(); err != nil {
 		d.p.info("stopping the control plane: %v", err)
 	}
+	return dataRaces
+}
+
+// grepLogs returns the lines of every replica's log that contain word, ignoring case.
+func (d *demo) grepLogs(word string) []string {
+	var found []string
+	for _, r := range d.replicas {
+		data, err := readFrom(r.logPath, 0)
+		if err != nil {
+			found = append(found, fmt.Sprintf("%s: %v", r.name, err))
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.Contains(strings.ToLower(line), strings.ToLower(word)) {
+				found = append(found, r.name+": "+line)
+			}
+		}
+	}
+	return found
 }
 
 // printLogTails prints the end of every replica's log, before Stop removes them.
@@ -462,11 +491,9 @@ func flagOr(args []string, name, def string) string {
 	return def
 }
 
-// logContains reports whether the log holds s past offset.
-func logContains(path string, offset int64, s string) (bool, error) {
+// logContains reports whether the log holds s past offset; an unreadable log holds
+// nothing.
+func logContains(path string, offset int64, s string) bool {
 	data, err := readFrom(path, offset)
-	if err != nil {
-		return false, err
-	}
-	return strings.Contains(string(data), s), nil
+	return err == nil && strings.Contains(string(data), s)
 }

@@ -22,6 +22,9 @@ func TestDemoHandsOverOnSIGTERMAndSIGKILLAndTheNewLeadersReconcile(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(res.dataRaces) > 0 {
+		t.Errorf("replicas reported data races: %v", res.dataRaces)
+	}
 	if len(res.takeovers) != 2 {
 		t.Fatalf("%d takeovers, want 2", len(res.takeovers))
 	}

@@ -132,15 +132,16 @@ func TestMiniKCMRollsOutTheSampleAppWithOnlyItsServiceAccount(t *testing.T) {
 	})
 
 	t.Log("deleting the Service deletes its Endpoints")
-	if err := client.CoreV1().Services(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+	service := app.Service.Name
+	if err := client.CoreV1().Services(ns).Delete(ctx, service, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	framework.Eventually(t, 60*time.Second, func() error {
-		_, err := client.CoreV1().Endpoints(ns).Get(ctx, name, metav1.GetOptions{})
+		_, err := client.CoreV1().Endpoints(ns).Get(ctx, service, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("Endpoints %s/%s still there (%v)", ns, name, err)
+		return fmt.Errorf("Endpoints %s/%s still there (%v)", ns, service, err)
 	})
 
 	t.Log("mini-kcm made all of that as the ServiceAccount, and was never forbidden anything")
