@@ -9,8 +9,9 @@ SHELL := /usr/bin/env bash
 
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-# app.version is what --version prints and what every client's user agent carries.
-LDFLAGS := -X github.com/mini-kcm/mini-kcm/app.version=$(VERSION)
+# app.version is what --version prints and what every client's user agent carries;
+# -s -w drop the symbol table and DWARF, which stack traces do not need.
+LDFLAGS := -s -w -X github.com/mini-kcm/mini-kcm/app.version=$(VERSION)
 # Pinned so that lint results do not change under our feet; bump deliberately.
 STATICCHECK_VERSION := v0.8.2
 FUZZTIME ?= 10s
