@@ -106,8 +106,9 @@ func TestNewDeploymentCreatesOneHashedReplicaSetAndBecomesAvailable(t *testing.T
 
 // User annotations of a Deployment are copied onto its new ReplicaSet, except
 // kubectl's last-applied-configuration (deployment_util.go skipCopyAnnotation).
-// Copying adds and overwrites but never removes, and an annotation-only change updates
-// the existing ReplicaSet rather than starting a rollout.
+// Copying adds and overwrites but never removes. Changing annotations or
+// minReadySeconds updates the existing ReplicaSet rather than starting a rollout
+// (sync.go getNewReplicaSet).
 func TestUserAnnotationsAreCopiedToTheNewReplicaSet(t *testing.T) {
 	f := startControllers(t)
 	d := newDeployment("web", 1)
@@ -135,21 +136,22 @@ func TestUserAnnotationsAreCopiedToTheNewReplicaSet(t *testing.T) {
 		d.Annotations["example.com/team"] = "checkout"
 		d.Annotations["example.com/oncall"] = "alice"
 		delete(d.Annotations, "example.com/retired")
+		d.Spec.MinReadySeconds = 2
 	})
 	want["example.com/team"] = "checkout"
 	want["example.com/oncall"] = "alice"
-	web.eventually(30*time.Second, "annotations copied to the replica set", func() error {
+	web.eventually(30*time.Second, "annotations and minReadySeconds copied to the replica set", func() error {
 		got, err := f.Client.AppsV1().ReplicaSets(f.Namespace).Get(f.Context(), rs.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		if !maps.Equal(got.Annotations, want) {
-			return fmt.Errorf("replica set annotations are %v, want %v", got.Annotations, want)
+		if !maps.Equal(got.Annotations, want) || got.Spec.MinReadySeconds != 2 {
+			return fmt.Errorf("replica set has annotations %v and minReadySeconds %d, want %v and 2", got.Annotations, got.Spec.MinReadySeconds, want)
 		}
 		return nil
 	})
 	web.waitForRollout("1", image(1))
 	if rsList := web.mustReplicaSets(); len(rsList) != 1 {
-		t.Fatalf("an annotation change made %d replica sets, want 1\n%s", len(rsList), web.describe())
+		t.Fatalf("changing annotations and minReadySeconds made %d replica sets, want 1\n%s", len(rsList), web.describe())
 	}
 }

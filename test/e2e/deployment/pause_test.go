@@ -88,6 +88,10 @@ func TestPausedDeploymentScalesButDoesNotRollOut(t *testing.T) {
 
 	web.update(func(d *appsv1.Deployment) { d.Spec.Paused = false })
 	web.waitForRollout("2", image(2))
+	// Between resuming and completing, reasons may differ from upstream's: after its
+	// DeploymentResumed write, kube-controller-manager writes NewReplicaSetCreated with
+	// the stale resourceVersion of the same sync, which conflicts and is lost, while
+	// mini-kcm carries the resourceVersion forward and records it.
 	history.waitFor(t, reasonPaused, reasonResumed, reasonNewRSAvailable, reasonPaused, reasonResumed, reasonNewRSAvailable)
 	t.Logf("Progressing reasons: %s", strings.Join(history.reasons(), ", "))
 	for _, c := range history.conditions() {

@@ -59,11 +59,16 @@ func newRolloutExtremes() rolloutExtremes {
 //     an old ReplicaSet down by what the new one has already made available
 //     (reconcileOldReplicaSets' maxScaledDown), and KWOK pods never lose readiness.
 //
-// Pods are listed before ReplicaSets, so a pod the Deployment controller has just
-// asked a ReplicaSet to remove may still be active in the same snapshot whose
-// ReplicaSet shows the lower spec. Such pods exceed their ReplicaSet's spec; they are
-// reported in the failure message when the pod-level surge bound breaks, so that a
-// reader can tell a slow delete from an over-eager scale-up.
+// The pod-level surge bound leans on ordering rather than on arithmetic alone: when
+// an old ReplicaSet is scaled down, its pods stay active until the ReplicaSet
+// controller deletes them, and the Deployment controller may already have grown the
+// new ReplicaSet into that room. The deletes are issued on the very event that scaled
+// the old ReplicaSet down, while the new pods need two more API round trips (the
+// Deployment's status write, then the new ReplicaSet's update) before the ReplicaSet
+// controller creates them; no run, of mini-kcm or of kube-controller-manager, has
+// seen the creates overtake the deletes. Should it ever happen, the failure message
+// lists active pods against spec per ReplicaSet, which tells a slow delete from an
+// over-eager scale-up.
 func checkRollingBounds(s snapshot, b rollingBounds, ext *rolloutExtremes) error {
 	pods := countPods(s.pods, s.d.Spec.MinReadySeconds, s.at)
 	var specSum, statusAvailable int32
