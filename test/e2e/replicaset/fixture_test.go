@@ -95,11 +95,14 @@ func (e *env) startController() {
 func (e *env) cleanup() {
 	if e.t.Failed() {
 		e.t.Log(e.describeNamespace())
+		e.t.Log(e.slowRequests(5 * time.Second))
+		e.t.Log(e.f.ControlPlane.LogTails(20))
 	}
 	if e.stopController != nil {
 		// Stopped first, so that it cannot recreate pods (with finalizers) while they
 		// are being removed.
 		e.stopController()
+		e.t.Logf("requests of the ReplicaSet controller: %s", e.requestSummary())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -362,6 +365,13 @@ func settled(n int32) counts { return counts{n, n, n, n, 0} }
 // generation, and returns the ReplicaSet.
 func (e *env) waitForStatus(name string, want counts) *appsv1.ReplicaSet {
 	e.t.Helper()
+	return e.waitForStatusWithin(name, want, timeout)
+}
+
+// waitForStatusWithin is waitForStatus with a timeout of its own, for cases that take
+// long even on an idle machine.
+func (e *env) waitForStatusWithin(name string, want counts, timeout time.Duration) *appsv1.ReplicaSet {
+	e.t.Helper()
 	var rs *appsv1.ReplicaSet
 	framework.Eventually(e.t, timeout, func() error {
 		var err error
@@ -488,6 +498,25 @@ func (e *env) controllerProcessRequests(since time.Time, keep func(*auditEvent) 
 	return matched
 }
 
+// requestSummary counts the controller's requests by verb, resource and response
+// code, to compare runs against mini-kcm and upstream at a glance.
+func (e *env) requestSummary() string {
+	counts := map[string]int{}
+	for _, ev := range e.controllerRequests(time.Time{}, func(*auditEvent) bool { return true }) {
+		counts[fmt.Sprintf("%s %s %d", ev.Verb, ev.Resource(), ev.Code())]++
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s×%d; ", k, counts[k])
+	}
+	return strings.TrimSuffix(b.String(), "; ")
+}
+
 // isReplicaSetControllerAgent reports whether a user agent is the ReplicaSet
 // controller's: "mini-kcm/<version> (replicaset-controller)" for mini-kcm, and
 // "kube-controller-manager/<version> (<os/arch>) kubernetes/<commit>/replicaset-controller"
@@ -512,6 +541,25 @@ func verbs(events []auditEvent) []string {
 		out[i] = fmt.Sprintf("%s %s/%s (%d)", ev.Verb, ev.Resource(), ev.ObjectRef.Name, ev.Code())
 	}
 	return out
+}
+
+// slowRequests lists the requests in the test's namespace that took the apiserver
+// longer than limit, from anyone: a loaded machine shows up here first.
+func (e *env) slowRequests(limit time.Duration) string {
+	events, err := e.f.ControlPlane.ReadAuditLog()
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "---- requests in %s slower than %v ----\n", e.ns, limit)
+	for _, ev := range events {
+		if took := ev.StageTimestamp.Sub(ev.RequestReceivedTimestamp); ev.ObjectRef != nil && ev.ObjectRef.Namespace == e.ns &&
+			took > limit && ev.Verb != "watch" {
+			fmt.Fprintf(&b, "  %s %s %s/%s by %s (%s): %d after %v\n", ev.RequestReceivedTimestamp.Format(time.RFC3339Nano),
+				ev.Verb, ev.Resource(), ev.ObjectRef.Name, ev.User.Username, ev.UserAgent, ev.Code(), took.Round(time.Millisecond))
+		}
+	}
+	return b.String()
 }
 
 // describeNamespace renders the ReplicaSets, pods and events of the test, for failure
