@@ -55,6 +55,8 @@ type member struct {
 	proxy *Proxy
 	// args are the flags that StartReplica appends to the framework's, kept for restarts.
 	args []string
+	// earlier are the processes this member ran before its restarts.
+	earlier []*framework.Replica
 }
 
 // memberOptions configures startMember.
@@ -104,7 +106,33 @@ func (m *member) restart(t *testing.T, f *framework.Framework) {
 	if !m.Exited() {
 		t.Fatalf("restarting %s, which is still running", m.user)
 	}
+	m.earlier = append(m.earlier, m.Replica)
 	m.Replica = f.StartReplica(framework.ReplicaOptions{Args: m.args})
+}
+
+// restartIfLost restarts the member if it exited with code 1 (a lost Lease), as its
+// kubelet would, and says so in the test log. It returns whether it restarted.
+func (m *member) restartIfLost(t *testing.T, f *framework.Framework) bool {
+	t.Helper()
+	if !m.Exited() {
+		return false
+	}
+	code, _ := m.Wait(0)
+	if code != 1 {
+		t.Fatalf("%s exited with %d; only a lost Lease (1) is expected:\n%s", m.user, code, m.Logs())
+	}
+	t.Logf("HA-NOTE %s lost its Lease (exit 1) under the load of this test on a busy machine; restarting it as a kubelet would", m.user)
+	m.restart(t, f)
+	return true
+}
+
+// allLogs returns the logs of every process the member ran.
+func (m *member) allLogs() string {
+	var b strings.Builder
+	for _, r := range append(m.earlier, m.Replica) {
+		b.WriteString(r.Logs())
+	}
+	return b.String()
 }
 
 // kubeconfigWithServer writes a copy of the kubeconfig at path whose clusters point at

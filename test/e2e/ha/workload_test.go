@@ -112,6 +112,8 @@ type podCensus struct {
 	peak map[string]int
 	// seen is every pod UID ever observed, to count pods created over the test.
 	seen sets.Set[types.UID]
+	// seenBy is every pod UID ever observed per owner key it had.
+	seenBy map[string]sets.Set[types.UID]
 	// violations describes every moment an owner exceeded its limit.
 	violations []string
 }
@@ -125,6 +127,7 @@ func watchPods(t testing.TB, client kubernetes.Interface, ns string) *podCensus 
 		active: map[string]sets.Set[types.UID]{},
 		peak:   map[string]int{},
 		seen:   sets.New[types.UID](),
+		seenBy: map[string]sets.Set[types.UID]{},
 	}
 	c.factory = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
 	c.pods = c.factory.Core().V1().Pods().Informer()
@@ -188,6 +191,10 @@ func (c *podCensus) observe(pod *corev1.Pod) {
 	c.seen.Insert(pod.UID)
 	// A pod's owner can change (adoption, release): take it out of every other set.
 	key := ownerKey(pod)
+	if c.seenBy[key] == nil {
+		c.seenBy[key] = sets.New[types.UID]()
+	}
+	c.seenBy[key].Insert(pod.UID)
 	for k, pods := range c.active {
 		if k != key {
 			pods.Delete(pod.UID)
@@ -239,6 +246,13 @@ func (c *podCensus) podsSeen() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.seen.Len()
+}
+
+// podsSeenBy returns how many distinct pods the census has seen with owner key.
+func (c *podCensus) podsSeenBy(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.seenBy[key].Len()
 }
 
 // peaks returns the highest active count per owner key, sorted, for logs.
