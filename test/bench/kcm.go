@@ -1,0 +1,206 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/mini-kcm/mini-kcm/test/controlplane"
+)
+
+// Implementation names a controller manager under test.
+type Implementation string
+
+// The two controller managers the benchmarks compare.
+const (
+	Upstream Implementation = "upstream"
+	MiniKCM  Implementation = "mini-kcm"
+)
+
+// benchedControllers is the --controllers value of both controller managers.
+const benchedControllers = "replicaset-controller,deployment-controller,endpoints-controller"
+
+// Settings are the tuning flags, given identically to both controller managers.
+type Settings struct {
+	// QPS and Burst are --kube-api-qps and --kube-api-burst.
+	QPS   float32 `json:"kubeAPIQPS"`
+	Burst int32   `json:"kubeAPIBurst"`
+	// ConcurrentSyncs is the worker count of each of the three controllers
+	// (--concurrent-replicaset-syncs, --concurrent-deployment-syncs,
+	// --concurrent-endpoint-syncs).
+	ConcurrentSyncs int `json:"concurrentSyncs"`
+}
+
+func (s Settings) args() []string {
+	syncs := strconv.Itoa(s.ConcurrentSyncs)
+	return []string{
+		"--kube-api-qps=" + strconv.FormatFloat(float64(s.QPS), 'f', -1, 32),
+		"--kube-api-burst=" + strconv.Itoa(int(s.Burst)),
+		"--concurrent-replicaset-syncs=" + syncs,
+		"--concurrent-deployment-syncs=" + syncs,
+		"--concurrent-endpoint-syncs=" + syncs,
+	}
+}
+
+// controllerManager is one running controller manager with its own user, which is how
+// its requests are told apart in the audit log.
+type controllerManager struct {
+	impl Implementation
+	// user is the client-certificate user it authenticates as.
+	user    string
+	process *controlplane.Process
+	// debugURL serves /debug/pprof (mini-kcm only; empty for upstream, whose secure
+	// port would need delegated authentication).
+	debugURL string
+}
+
+// startControllerManager starts impl's binary against cp with settings and no leader
+// election. Its log goes to logDir.
+func startControllerManager(cp *controlplane.ControlPlane, impl Implementation, binary string, settings Settings, logDir string) (*controllerManager, error) {
+	user := "bench-" + string(impl)
+	kubeconfig, err := cp.AddUser(user, "system:masters")
+	if err != nil {
+		return nil, err
+	}
+	args := []string{
+		"--kubeconfig=" + kubeconfig,
+		"--controllers=" + benchedControllers,
+		"--leader-elect=false",
+	}
+	args = append(args, settings.args()...)
+	kcm := &controllerManager{impl: impl, user: user}
+	switch impl {
+	case Upstream:
+		args = append(args,
+			// Serving would need delegated authentication and authorization against the
+			// apiserver; the benchmark reads CPU and memory from /proc instead.
+			"--secure-port=0",
+			// One identity for all controllers, as mini-kcm has, so that the audit log
+			// attributes every request to one user.
+			"--use-service-account-credentials=false",
+		)
+	case MiniKCM:
+		port, err := controlplane.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, "--bind-address=127.0.0.1", "--port="+strconv.Itoa(port))
+		kcm.debugURL = "http://127.0.0.1:" + strconv.Itoa(port) + "/debug/pprof/"
+	default:
+		return nil, fmt.Errorf("unknown controller manager %q", impl)
+	}
+	kcm.process, err = controlplane.StartProcess(controlplane.ProcessSpec{
+		Name:    string(impl),
+		Path:    binary,
+		Args:    args,
+		LogPath: filepath.Join(logDir, string(impl)+".log"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return kcm, nil
+}
+
+// usage reads the controller manager's CPU time and memory.
+func (k *controllerManager) usage() (processUsage, error) {
+	if err := k.exited(); err != nil {
+		return processUsage{}, err
+	}
+	return readProcessUsage(k.process.Pid())
+}
+
+// exited returns an error with the end of the log if the process has exited.
+func (k *controllerManager) exited() error {
+	if !k.process.Exited() {
+		return nil
+	}
+	return fmt.Errorf("%s exited; end of %s:\n%s", k.impl, k.process.LogPath(), controlplane.Tail(k.process.LogPath(), 30))
+}
+
+// stop stops the controller manager: SIGTERM, then SIGKILL after 10 seconds.
+func (k *controllerManager) stop() { k.process.Stop(10 * time.Second) }
+
+// warmUpNamespace holds the objects that prove a controller manager is working.
+const warmUpNamespace = "bench-warm-up"
+
+// waitUntilWorking returns once all three controllers of the controller manager have
+// synced their caches and handled an object: a Deployment of zero replicas has its
+// ReplicaSet, whose status the ReplicaSet controller has written, and a Service has
+// its Endpoints. This works the same for both implementations, whose readiness
+// endpoints differ.
+func waitUntilWorking(ctx context.Context, client kubernetes.Interface, kcm *controllerManager, timeout time.Duration) error {
+	labels := map[string]string{"app": "warm-up"}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: warmUpNamespace}}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the warm-up namespace: %w", err)
+	}
+	deployment := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "warm-up"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](0),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: podTemplate(labels, "1"),
+		},
+	}
+	if _, err := client.AppsV1().Deployments(warmUpNamespace).Create(ctx, deployment, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the warm-up Deployment: %w", err)
+	}
+	service := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "warm-up"},
+		Spec: corev1.ServiceSpec{
+			Selector: labels,
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 80}},
+		},
+	}
+	if _, err := client.CoreV1().Services(warmUpNamespace).Create(ctx, service, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the warm-up Service: %w", err)
+	}
+
+	working := func() error {
+		d, err := client.AppsV1().Deployments(warmUpNamespace).Get(ctx, "warm-up", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if d.Status.ObservedGeneration < d.Generation {
+			return fmt.Errorf("the Deployment controller has not synced the warm-up Deployment")
+		}
+		replicaSets, err := client.AppsV1().ReplicaSets(warmUpNamespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		if len(replicaSets.Items) == 0 || replicaSets.Items[0].Status.ObservedGeneration < 1 {
+			return fmt.Errorf("the ReplicaSet controller has not synced the warm-up ReplicaSet")
+		}
+		if _, err := client.CoreV1().Endpoints(warmUpNamespace).Get(ctx, "warm-up", metav1.GetOptions{}); err != nil {
+			return fmt.Errorf("the Endpoints controller has not synced the warm-up Service: %w", err)
+		}
+		return nil
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		if err := kcm.exited(); err != nil {
+			return err
+		}
+		err := working()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not working after %v: %w", kcm.impl, timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

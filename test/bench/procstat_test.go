@@ -1,0 +1,76 @@
+package bench
+
+import (
+	"os"
+	"testing"
+	"time"
+)
+
+func TestParseStatCPUAddsUserAndSystemTime(t *testing.T) {
+	tests := []struct {
+		name string
+		stat string
+		want time.Duration
+	}{
+		{
+			name: "plain command name",
+			stat: "4242 (mini-kcm) S 1 4242 4242 0 -1 4194560 5000 0 0 0 250 125 0 0 20 0 12 0 100 0 0",
+			want: 3750 * time.Millisecond,
+		},
+		{
+			name: "command name with spaces and parentheses",
+			stat: "7 (kube (controller) manager) R 1 7 7 0 -1 0 0 0 0 0 1 2 0 0 20 0 1 0 5 0 0",
+			want: 30 * time.Millisecond,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseStatCPU([]byte(tt.stat))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseStatCPURejectsTruncatedStat(t *testing.T) {
+	for _, stat := range []string{"", "1 (x) S 1 2 3", "1 (x) S 1 2 3 4 5 6 7 8 9 10 abc 12"} {
+		if _, err := parseStatCPU([]byte(stat)); err == nil {
+			t.Errorf("parseStatCPU(%q) succeeded, want an error", stat)
+		}
+	}
+}
+
+func TestStatusKilobytesReadsPeakAndCurrentRSS(t *testing.T) {
+	status := []byte("Name:\tmini-kcm\nVmPeak:\t 900000 kB\nVmHWM:\t   51200 kB\nVmRSS:\t   40960 kB\n")
+	for key, want := range map[string]int64{"VmHWM:": 50 << 20, "VmRSS:": 40 << 20} {
+		got, err := statusKilobytes(status, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("%s = %d, want %d", key, got, want)
+		}
+	}
+	if _, err := statusKilobytes(status, "VmSwap:"); err == nil {
+		t.Error("a missing key succeeded, want an error")
+	}
+}
+
+func TestReadProcessUsageOfThisProcess(t *testing.T) {
+	// Burn a little CPU so that the reading cannot be zero.
+	deadline := time.Now().Add(50 * time.Millisecond)
+	for n := 0; time.Now().Before(deadline); n++ {
+		_ = n * n
+	}
+	u, err := readProcessUsage(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.CPU <= 0 || u.PeakRSS <= 0 || u.RSS <= 0 || u.RSS > u.PeakRSS {
+		t.Errorf("implausible usage of this process: %+v", u)
+	}
+}

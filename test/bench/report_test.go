@@ -1,0 +1,90 @@
+package bench
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func sampleReport() *Report {
+	run := func(impl Implementation, cpu float64, rss int64, converge, writes float64) RunResult {
+		return RunResult{
+			Implementation: impl,
+			CPUSeconds:     cpu,
+			PeakRSSBytes:   rss,
+			Requests:       RequestCounts{Writes: 1200, ByVerbResource: map[string]int{"create pods": 1000, "list pods": 1}},
+			Phases: []Phase{
+				{Name: "start", ConvergeSeconds: 1, Requests: RequestCounts{Writes: 5}},
+				{Name: "create to Ready", Objects: 1000, ConvergeSeconds: converge, CPUSeconds: cpu - 1,
+					Requests: RequestCounts{Writes: int(writes), Reads: 2}, PodsPerSecond: 25},
+			},
+		}
+	}
+	return &Report{
+		Commit:   "abc123",
+		Scale:    1,
+		Settings: Settings{QPS: 20, Burst: 30, ConcurrentSyncs: 5},
+		Workloads: []WorkloadResult{
+			{Name: "replicaset-1x1000", Description: "one ReplicaSet", Runs: []RunResult{
+				run(Upstream, 10, 100<<20, 50, 1100),
+				run(MiniKCM, 5, 40<<20, 55, 1000),
+			}},
+			{Name: "ceiling", Description: "plain client", Runs: []RunResult{
+				{Implementation: MiniKCM, Phases: []Phase{{Name: "create to Ready, rate limit lifted", Objects: 1000,
+					PodsPerSecond: 300, CeilingPodsPerSecond: 400}}},
+				{Implementation: Upstream, Error: "upstream exited\nlog tail"},
+			}},
+		},
+	}
+}
+
+func TestMarkdownShowsWorstRatioPerTarget(t *testing.T) {
+	md := sampleReport().Markdown()
+	for _, want := range []string{
+		"| time to converge (per phase) | ≤ 1.00 | 1.10 | replicaset-1x1000: create to Ready | **no** |",
+		"| controller CPU (per workload) | ≤ 0.70 | 0.50 | replicaset-1x1000 | yes |",
+		"| peak RSS (per workload) | ≤ 0.50 | 0.40 | replicaset-1x1000 | yes |",
+		"| apiserver writes (per phase) | ≤ 1.00 | 0.91 | replicaset-1x1000: create to Ready | yes |",
+		"| pod creation, rate limit lifted, vs plain client | ≥ 0.80 | 0.75 | ceiling: create to Ready, rate limit lifted | **no** |",
+		"| create to Ready | 1000 | 50.0 / 55.0 = 1.10 | 9.00 / 4.00 = 0.44 | 1.10 / 1.00 = 0.91 |",
+		"Peak RSS (MiB): 100 / 40 = 0.40.",
+		"| create pods | 1000 | 1000 |",
+		"**upstream failed:** `upstream exited`",
+		"mini-kcm alone:",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "list pods") {
+		t.Error("the writes table lists a read")
+	}
+}
+
+func TestWriteFilesWritesMatchingJSONAndMarkdown(t *testing.T) {
+	dir := t.TempDir()
+	r := sampleReport()
+	if err := r.WriteFiles(dir, "latest"); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "latest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decoded Report
+	if err := json.Unmarshal(data, &decoded); err != nil {
+		t.Fatal(err)
+	}
+	if len(decoded.Workloads) != 2 || decoded.Workloads[0].Runs[1].PeakRSSBytes != 40<<20 {
+		t.Errorf("JSON does not round-trip: %+v", decoded.Workloads)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "latest.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(md) != r.Markdown() {
+		t.Error("latest.md differs from Markdown()")
+	}
+}

@@ -1,0 +1,399 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+
+	"github.com/mini-kcm/mini-kcm/test/controlplane"
+)
+
+// Config configures Run.
+type Config struct {
+	// Binaries maps each implementation to its binary.
+	Binaries map[Implementation]string
+	// Implementations run in this order for every workload.
+	Implementations []Implementation
+	// Settings are given to both controller managers; LiftedSettings replace them in
+	// the ceiling workload.
+	Settings, LiftedSettings Settings
+	// Scale multiplies the default workload sizes.
+	Scale float64
+	// Nodes is the number of fake nodes of every control plane.
+	Nodes int
+	// Workloads are the names of the workloads to run, in order; empty runs all.
+	Workloads []string
+	// CeilingWorkers is the number of goroutines of the plain client in the ceiling
+	// workload.
+	CeilingWorkers int
+	// PhaseTimeout bounds every phase's wait for convergence.
+	PhaseTimeout time.Duration
+	// LogDir receives the controller managers' logs, one directory per run.
+	LogDir string
+	// Logf receives progress messages.
+	Logf func(format string, args ...any)
+}
+
+// benchNamespace holds every workload's objects.
+const benchNamespace = "bench"
+
+// WorkloadNames lists the workloads in their default order.
+func WorkloadNames() []string {
+	var names []string
+	for _, w := range allWorkloads() {
+		names = append(names, w.name)
+	}
+	return names
+}
+
+// Run runs every selected workload under every implementation, one after the other,
+// each on a fresh control plane. A failed run is recorded in the report and the
+// benchmark goes on; an error is returned only if nothing could run.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	var selected []workload
+	for _, w := range allWorkloads() {
+		if len(cfg.Workloads) == 0 || slices.Contains(cfg.Workloads, w.name) {
+			selected = append(selected, w)
+		}
+	}
+	for _, name := range cfg.Workloads {
+		if !slices.Contains(WorkloadNames(), name) {
+			return nil, fmt.Errorf("unknown workload %q; known: %s", name, strings.Join(WorkloadNames(), ", "))
+		}
+	}
+	report := &Report{
+		Started:        time.Now(),
+		Commit:         gitDescribe(),
+		Machine:        Machine{CPUs: runtime.NumCPU(), LoadAverageStart: loadAverage()},
+		Scale:          cfg.Scale,
+		Settings:       cfg.Settings,
+		LiftedSettings: cfg.LiftedSettings,
+	}
+	for _, w := range selected {
+		result := WorkloadResult{Name: w.name, Description: w.description(cfg.Scale)}
+		for _, impl := range cfg.Implementations {
+			if ctx.Err() != nil {
+				return report, ctx.Err()
+			}
+			cfg.Logf("== %s under %s (load average %s)", w.name, impl, formatLoad(loadAverage()))
+			run := runWorkload(ctx, cfg, w, impl)
+			if run.Error != "" {
+				cfg.Logf("!! %s under %s failed: %s", w.name, impl, run.Error)
+			}
+			result.Runs = append(result.Runs, run)
+		}
+		report.Workloads = append(report.Workloads, result)
+	}
+	report.Finished = time.Now()
+	report.Machine.LoadAverageEnd = loadAverage()
+	return report, nil
+}
+
+// runWorkload runs one workload under one implementation on a fresh control plane.
+func runWorkload(ctx context.Context, cfg Config, w workload, impl Implementation) RunResult {
+	settings := cfg.Settings
+	if w.lifted {
+		settings = cfg.LiftedSettings
+	}
+	run := RunResult{Implementation: impl, Settings: settings, LoadAverage: loadAverage()}
+	if err := runPhases(ctx, cfg, w, impl, &run); err != nil {
+		run.Error = err.Error()
+	}
+	return run
+}
+
+func runPhases(ctx context.Context, cfg Config, w workload, impl Implementation, run *RunResult) error {
+	logDir := filepath.Join(cfg.LogDir, w.name+"-"+string(impl))
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return err
+	}
+	cp, err := controlplane.Start(ctx, controlplane.Options{
+		Scheduler: true,
+		KWOK:      true,
+		Nodes:     cfg.Nodes,
+		Logf:      func(format string, args ...any) { cfg.Logf("   "+format, args...) },
+	})
+	if err != nil {
+		return fmt.Errorf("starting the control plane: %w", err)
+	}
+	defer func() {
+		// The control plane's own logs help explain a slow or failed run.
+		for _, name := range []string{controlplane.KubeAPIServer, controlplane.KubeScheduler, controlplane.KWOK} {
+			_ = copyFile(cp.LogPath(name), filepath.Join(logDir, name+".log"))
+		}
+		if err := cp.Stop(); err != nil {
+			cfg.Logf("   stopping the control plane: %v", err)
+		}
+	}()
+
+	e, err := newEnv(ctx, cfg, cp, run)
+	if err != nil {
+		return err
+	}
+	defer e.stopInformers()
+	if w.prepare != nil {
+		if err := w.prepare(ctx, e); err != nil {
+			return err
+		}
+	}
+
+	begin := time.Now()
+	e.kcm, err = startControllerManager(cp, impl, cfg.Binaries[impl], run.Settings, logDir)
+	if err != nil {
+		return err
+	}
+	defer e.kcm.stop()
+	if e.kcm.debugURL != "" {
+		cfg.Logf("   %s serves profiles at %s", impl, e.kcm.debugURL)
+	}
+	if err := waitUntilWorking(ctx, e.client, e.kcm, 2*time.Minute); err != nil {
+		return err
+	}
+	start := Phase{Name: "start", ConvergeSeconds: time.Since(begin).Seconds()}
+	if err := e.finishPhase(ctx, &start, processUsage{}); err != nil {
+		return err
+	}
+
+	runErr := w.run(ctx, e)
+	// Totals are recorded even for a failed run: they say how far it got.
+	if usage, err := e.kcm.usage(); err == nil {
+		run.CPUSeconds = usage.CPU.Seconds()
+		run.PeakRSSBytes = usage.PeakRSS
+	}
+	if _, err := e.collect(); err != nil && runErr == nil {
+		runErr = err
+	}
+	run.Requests = countRequests(e.allRequests)
+	return runErr
+}
+
+// env is what a workload works with: the control plane, an unthrottled client, caches
+// of the benchmark namespace to check convergence against, and the controller manager
+// being measured.
+type env struct {
+	cfg    Config
+	cp     *controlplane.ControlPlane
+	client kubernetes.Interface
+	kcm    *controllerManager
+	run    *RunResult
+	audit  *auditCursor
+	// allRequests are the controller manager's requests since it started.
+	allRequests []request
+
+	pods          corelisters.PodNamespaceLister
+	replicaSets   appslisters.ReplicaSetNamespaceLister
+	deployments   appslisters.DeploymentNamespaceLister
+	endpoints     corelisters.EndpointsNamespaceLister
+	stopInformers func()
+
+	// ceilingPodsPerSecond is the plain client's pod creation rate, measured by the
+	// ceiling workload before the controller manager starts.
+	ceilingPodsPerSecond float64
+}
+
+func newEnv(ctx context.Context, cfg Config, cp *controlplane.ControlPlane, run *RunResult) (*env, error) {
+	restConfig := cp.RESTConfig()
+	// The benchmark's own requests must never be what a phase waits for.
+	restConfig.QPS, restConfig.Burst = -1, 0
+	restConfig.UserAgent = "mini-kcm-bench"
+	client, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return nil, err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNamespace}}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("creating namespace %s: %w", benchNamespace, err)
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(benchNamespace))
+	e := &env{
+		cfg:         cfg,
+		cp:          cp,
+		client:      client,
+		run:         run,
+		audit:       &auditCursor{path: cp.AuditLogPath()},
+		pods:        factory.Core().V1().Pods().Lister().Pods(benchNamespace),
+		replicaSets: factory.Apps().V1().ReplicaSets().Lister().ReplicaSets(benchNamespace),
+		deployments: factory.Apps().V1().Deployments().Lister().Deployments(benchNamespace),
+		endpoints:   factory.Core().V1().Endpoints().Lister().Endpoints(benchNamespace),
+	}
+	stop := make(chan struct{})
+	e.stopInformers = func() {
+		close(stop)
+		factory.Shutdown()
+	}
+	factory.Start(stop)
+	for typ, synced := range factory.WaitForCacheSync(ctx.Done()) {
+		if !synced {
+			e.stopInformers()
+			return nil, fmt.Errorf("benchmark cache of %v did not sync", typ)
+		}
+	}
+	return e, nil
+}
+
+// scaled multiplies a default size by the scale, keeping at least 1.
+func (e *env) scaled(n int) int { return scaledSize(n, e.cfg.Scale) }
+
+func scaledSize(n int, scale float64) int { return max(1, int(math.Round(float64(n)*scale))) }
+
+// collect returns the controller manager's requests since the last call and adds them
+// to the run's totals.
+func (e *env) collect() ([]request, error) {
+	requests, err := e.audit.next(e.kcm.user)
+	e.allRequests = append(e.allRequests, requests...)
+	return requests, err
+}
+
+// phase measures one step: it takes the controller manager's CPU time, calls act,
+// waits until converged returns nil, then waits for the controller manager to go
+// quiet so that trailing writes (final status updates) count towards the phase.
+func (e *env) phase(ctx context.Context, p Phase, act func(ctx context.Context) error, converged func() error) error {
+	e.cfg.Logf("   %s: %d objects", p.Name, p.Objects)
+	before, err := e.kcm.usage()
+	if err != nil {
+		return err
+	}
+	// Requests before the phase (the tail of the previous one) are not the phase's.
+	if _, err := e.collect(); err != nil {
+		return err
+	}
+	begin := time.Now()
+	if err := act(ctx); err != nil {
+		return fmt.Errorf("%s: %w", p.Name, err)
+	}
+	if err := e.waitConverged(ctx, p.Name, converged); err != nil {
+		return err
+	}
+	p.ConvergeSeconds = time.Since(begin).Seconds()
+	return e.finishPhase(ctx, &p, before)
+}
+
+// waitConverged polls converged against the benchmark's caches.
+func (e *env) waitConverged(ctx context.Context, name string, converged func() error) error {
+	deadline := time.Now().Add(e.cfg.PhaseTimeout)
+	lastLog := time.Now()
+	for {
+		if e.kcm != nil {
+			if err := e.kcm.exited(); err != nil {
+				return err
+			}
+		}
+		err := converged()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: not converged after %v: %w", name, e.cfg.PhaseTimeout, err)
+		}
+		if time.Since(lastLog) > 30*time.Second {
+			e.cfg.Logf("   %s: waiting, %v", name, err)
+			lastLog = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// quietPeriod is how long a controller manager must make no write for a phase to
+// end; maxSettle bounds the wait.
+const (
+	quietPeriod = 2 * time.Second
+	maxSettle   = 30 * time.Second
+)
+
+// finishPhase waits until the controller manager has gone quiet, then records the
+// phase's CPU time, memory and requests.
+func (e *env) finishPhase(ctx context.Context, p *Phase, before processUsage) error {
+	var requests []request
+	settleStart := time.Now()
+	lastWrite := time.Now()
+	for {
+		batch, err := e.collect()
+		if err != nil {
+			return err
+		}
+		requests = append(requests, batch...)
+		if slices.ContainsFunc(batch, func(r request) bool { return isWrite(r.Verb) }) {
+			lastWrite = time.Now()
+		}
+		if time.Since(lastWrite) >= quietPeriod || time.Since(settleStart) >= maxSettle {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	after, err := e.kcm.usage()
+	if err != nil {
+		return err
+	}
+	p.CPUSeconds = (after.CPU - before.CPU).Seconds()
+	p.PeakRSSBytes = after.PeakRSS
+	p.Requests = countRequests(requests)
+	if pods, seconds := creationRate(requests); pods >= 100 && seconds > 0 {
+		p.PodsPerSecond = float64(pods) / seconds
+	}
+	e.run.Phases = append(e.run.Phases, *p)
+	e.cfg.Logf("   %s: converged in %.1fs, cpu %.2fs, peak rss %.0f MiB, %d writes, %d reads",
+		p.Name, p.ConvergeSeconds, p.CPUSeconds, float64(p.PeakRSSBytes)/(1<<20), p.Requests.Writes, p.Requests.Reads)
+	return nil
+}
+
+// loadAverage reads the 1, 5 and 15 minute load averages; zeros if unavailable.
+func loadAverage() [3]float64 {
+	var avg [3]float64
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return avg
+	}
+	fields := strings.Fields(string(data))
+	for i := range min(3, len(fields)) {
+		avg[i], _ = strconv.ParseFloat(fields[i], 64)
+	}
+	return avg
+}
+
+func formatLoad(avg [3]float64) string {
+	return fmt.Sprintf("%.2f %.2f %.2f", avg[0], avg[1], avg[2])
+}
+
+// gitDescribe names the checked-out commit, or "unknown" outside a git checkout.
+func gitDescribe() string {
+	out, err := exec.Command("git", "describe", "--tags", "--always", "--dirty").Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func copyFile(from, to string) error {
+	data, err := os.ReadFile(from)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	return os.WriteFile(to, data, 0o644)
+}

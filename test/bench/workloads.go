@@ -1,0 +1,28 @@
+package bench
+
+import "context"
+
+// workload is one benchmark scenario.
+type workload struct {
+	name string
+	// description says what the workload does at a scale.
+	description func(scale float64) string
+	// lifted runs the controller manager with Config.LiftedSettings.
+	lifted bool
+	// prepare, when set, runs on the fresh control plane before the controller manager
+	// starts.
+	prepare func(ctx context.Context, e *env) error
+	// run runs the measured phases.
+	run func(ctx context.Context, e *env) error
+}
+
+// allWorkloads lists the workloads in the order they run.
+func allWorkloads() []workload {
+	return []workload{
+		replicaSetWorkload("replicaset-1x1000", 1, 1000, false),
+		replicaSetWorkload("replicaset-200x5", 200, 5, true),
+		deploymentWorkload(),
+		endpointsWorkload(),
+		ceilingWorkload(),
+	}
+}
