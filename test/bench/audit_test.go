@@ -74,7 +74,9 @@ func TestCountRequestsSplitsReadsAndWrites(t *testing.T) {
 }
 
 func TestCreationRateSpansFirstArrivalToLastCompletion(t *testing.T) {
-	at := func(ms int) time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(ms) * time.Millisecond) }
+	at := func(ms int) time.Time {
+		return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(ms) * time.Millisecond)
+	}
 	pods, seconds := creationRate([]request{
 		{Verb: "create", Resource: "pods", Received: at(500), Completed: at(600)},
 		{Verb: "create", Resource: "pods", Received: at(0), Completed: at(2500)},
