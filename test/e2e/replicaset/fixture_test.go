@@ -34,8 +34,8 @@ const (
 	timeout = 90 * time.Second
 )
 
-// env is one test's world: its namespace, an admin client, and the mini-kcm replica
-// that runs the ReplicaSet controller for it.
+// env is one test's world: its namespace, an admin client, and the ReplicaSet
+// controller that runs for it (a mini-kcm replica, or upstream's, see againstUpstream).
 type env struct {
 	t *testing.T
 	f *framework.Framework
@@ -75,7 +75,8 @@ func startEnv(t *testing.T) *env {
 }
 
 // startController starts one mini-kcm replica running only the ReplicaSet controller
-// and waits until it leads (the controllers start right after).
+// and waits until it leads (the controllers start right after). Against upstream it
+// starts kube-controller-manager instead.
 func (e *env) startController() {
 	e.t.Helper()
 	if againstUpstream {
