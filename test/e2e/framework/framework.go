@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/mini-kcm/mini-kcm/test/controlplane"
@@ -86,10 +87,13 @@ func (f *Framework) deleteNamespaceContents() {
 	all := metav1.ListOptions{}
 	del := metav1.DeleteOptions{}
 	ns := f.Namespace
+	f.removeFinalizers(ctx)
+	// No kubelet serves pods on nodes KWOK does not manage; grace 0 removes them at once.
+	now := metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))}
 	deletes := []func() error{
 		func() error { return f.Client.AppsV1().Deployments(ns).DeleteCollection(ctx, del, all) },
 		func() error { return f.Client.AppsV1().ReplicaSets(ns).DeleteCollection(ctx, del, all) },
-		func() error { return f.Client.CoreV1().Pods(ns).DeleteCollection(ctx, del, all) },
+		func() error { return f.Client.CoreV1().Pods(ns).DeleteCollection(ctx, now, all) },
 		func() error { return f.Client.CoreV1().Endpoints(ns).DeleteCollection(ctx, del, all) },
 		func() error { return f.Client.DiscoveryV1().EndpointSlices(ns).DeleteCollection(ctx, del, all) },
 		func() error { return f.Client.CoreV1().Events(ns).DeleteCollection(ctx, del, all) },
@@ -108,6 +112,35 @@ func (f *Framework) deleteNamespaceContents() {
 		// Best effort: the objects are only noise for later tests, and a failure here
 		// must not hide the test's own result.
 		_ = d()
+	}
+}
+
+// removeFinalizers clears the finalizers tests put on pods, ReplicaSets and Deployments
+// to hold them terminating; otherwise they would outlive the test and its namespace.
+func (f *Framework) removeFinalizers(ctx context.Context) {
+	clear := []byte(`{"metadata":{"finalizers":null}}`)
+	ns := f.Namespace
+	opts := metav1.PatchOptions{}
+	if pods, err := f.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, o := range pods.Items {
+			if len(o.Finalizers) > 0 {
+				_, _ = f.Client.CoreV1().Pods(ns).Patch(ctx, o.Name, types.MergePatchType, clear, opts)
+			}
+		}
+	}
+	if rss, err := f.Client.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, o := range rss.Items {
+			if len(o.Finalizers) > 0 {
+				_, _ = f.Client.AppsV1().ReplicaSets(ns).Patch(ctx, o.Name, types.MergePatchType, clear, opts)
+			}
+		}
+	}
+	if ds, err := f.Client.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, o := range ds.Items {
+			if len(o.Finalizers) > 0 {
+				_, _ = f.Client.AppsV1().Deployments(ns).Patch(ctx, o.Name, types.MergePatchType, clear, opts)
+			}
+		}
 	}
 }
 
