@@ -60,7 +60,14 @@ func ResolveFenceposts(maxSurge, maxUnavailable *intstr.IntOrString, desired int
 	if s == 0 && u == 0 {
 		u = 1
 	}
-	return int32(s), int32(u), nil
+	return clampSurge(s, desired), int32(u), nil
+}
+
+// clampSurge converts a resolved maxSurge to int32, capped so that desired+surge still
+// fits: every caller adds the two, and a percentage of a huge Deployment (200% of
+// 2^31-1) would otherwise wrap around to a negative maximum and stall the rollout.
+func clampSurge(surge int, desired int32) int32 {
+	return int32(min(int64(surge), math.MaxInt32-int64(max(desired, 0))))
 }
 
 // rollingParameters returns the Deployment's raw maxSurge and maxUnavailable; a missing
@@ -121,7 +128,7 @@ func NewRSNewReplicas(d *appsv1.Deployment, allRSs []*appsv1.ReplicaSet, newRS *
 			return 0, fmt.Errorf("resolving maxSurge of deployment %s/%s: %w", d.Namespace, d.Name, err)
 		}
 		currentPodCount := SumSpecReplicas(allRSs)
-		maxTotalPods := desired + int32(surge)
+		maxTotalPods := desired + clampSurge(surge, desired)
 		if currentPodCount >= maxTotalPods {
 			return SpecReplicas(newRS), nil
 		}

@@ -11,6 +11,11 @@ import (
 // ReplicaSets, of which added have been handed out already. The share is clamped so
 // that the running total never overshoots toAdd; a ReplicaSet of size 0 never grows,
 // because proportions of zero are meaningless.
+//
+// The share also never goes against the direction of the scaling. Upstream lets it:
+// when the max-replicas annotation is missing, the fallback base (status.replicas) can
+// be stale, and a ReplicaSet would then grow during a scale-down (or shrink during a
+// scale-up), to be corrected by the leftover handed to another ReplicaSet.
 func ReplicaSetProportion(rs *appsv1.ReplicaSet, d *appsv1.Deployment, toAdd, added int32) int32 {
 	if rs == nil || SpecReplicas(rs) == 0 || toAdd == 0 || toAdd == added {
 		return 0
@@ -18,9 +23,9 @@ func ReplicaSetProportion(rs *appsv1.ReplicaSet, d *appsv1.Deployment, toAdd, ad
 	fraction := replicaSetFraction(rs, d)
 	allowed := toAdd - added
 	if toAdd > 0 {
-		return min(fraction, allowed)
+		return max(min(fraction, allowed), 0)
 	}
-	return max(fraction, allowed)
+	return min(max(fraction, allowed), 0)
 }
 
 // replicaSetFraction scales the ReplicaSet's size by the ratio of the Deployment's new
@@ -32,7 +37,7 @@ func replicaSetFraction(rs *appsv1.ReplicaSet, d *appsv1.Deployment) int32 {
 	if DesiredReplicas(d) == 0 {
 		return -SpecReplicas(rs)
 	}
-	deploymentMaxReplicas := DesiredReplicas(d) + MaxSurge(d)
+	deploymentMaxReplicas := int64(DesiredReplicas(d)) + int64(MaxSurge(d))
 	maxBeforeScale, ok, _ := nonNegativeInt32Annotation(rs, MaxReplicasAnnotation)
 	if !ok || maxBeforeScale == 0 {
 		maxBeforeScale = d.Status.Replicas
@@ -42,6 +47,6 @@ func replicaSetFraction(rs *appsv1.ReplicaSet, d *appsv1.Deployment) int32 {
 	}
 	// The product is taken in 64 bits; upstream multiplies in int32 and would overflow
 	// only for sizes no cluster reaches.
-	newSize := float64(int64(SpecReplicas(rs))*int64(deploymentMaxReplicas)) / float64(maxBeforeScale)
-	return int32(math.Round(newSize)) - SpecReplicas(rs)
+	newSize := float64(int64(SpecReplicas(rs))*deploymentMaxReplicas) / float64(maxBeforeScale)
+	return int32(min(math.Round(newSize), math.MaxInt32)) - SpecReplicas(rs)
 }
