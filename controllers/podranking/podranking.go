@@ -35,11 +35,14 @@ var phaseOrder = map[v1.PodPhase]int{v1.PodPending: 0, v1.PodUnknown: 1, v1.PodR
 //  5. higher rank before lower (a pod sharing its node with more related pods);
 //  6. among ready pods, ready for a shorter time before longer;
 //  7. more container restarts before fewer, then more sidecar restarts before fewer;
-//  8. created more recently before older (a missing timestamp counts as newest).
+//  8. created more recently before older (a missing timestamp counts as newest);
+//  9. with Now set, by UID.
 //
 // Rules 6 and 8 compare times in log2 buckets of their age relative to Now, so that
 // pods of similar age are picked in pseudo-random (UID) order rather than always the
-// very newest; a zero Now compares the times exactly.
+// very newest; a zero Now compares the times exactly. The UID comes last, after rule 8,
+// which keeps the order a strict weak order (see newerFirst for the one difference
+// from upstream this makes).
 type ActivePodsWithRanks struct {
 	// Pods are the candidates; they usually come from a cache and are not modified.
 	Pods []*v1.Pod
@@ -84,32 +87,46 @@ func (s ActivePodsWithRanks) Less(i, j int) bool {
 	}
 	// 6. Ready for less time first.
 	if readyI && readyJ {
-		ti, tj := podstate.ReadyTime(pi), podstate.ReadyTime(pj)
-		if !ti.Equal(&tj) {
-			if s.Now.IsZero() || ti.IsZero() || tj.IsZero() {
-				return afterOrZero(ti, tj)
-			}
-			if diff := logRankDiff(ti, tj, s.Now); diff != 0 {
-				return diff < 0
-			}
-			return pi.UID < pj.UID
+		if less, decided := newerFirst(podstate.ReadyTime(pi), podstate.ReadyTime(pj), s.Now); decided {
+			return less
 		}
 	}
 	// 7. More restarts first.
 	if more, differ := moreRestarts(pi, pj); differ {
 		return more
 	}
-	// 8. Newer first.
-	if !pi.CreationTimestamp.Equal(&pj.CreationTimestamp) {
-		if s.Now.IsZero() || pi.CreationTimestamp.IsZero() || pj.CreationTimestamp.IsZero() {
-			return afterOrZero(pi.CreationTimestamp, pj.CreationTimestamp)
-		}
-		if diff := logRankDiff(pi.CreationTimestamp, pj.CreationTimestamp, s.Now); diff != 0 {
-			return diff < 0
-		}
-		return pi.UID < pj.UID
+	// 8. Newer first, then by UID within one age bucket.
+	if less, decided := newerFirst(pi.CreationTimestamp, pj.CreationTimestamp, s.Now); decided {
+		return less
 	}
-	return false
+	if s.Now.IsZero() {
+		return false
+	}
+	return pi.UID < pj.UID
+}
+
+// newerFirst applies rules 6 and 8 to two times and reports whether they decide: a zero
+// time counts as the newest; without Now the times are compared exactly, with Now only
+// their log2 age buckets are, so two times in one bucket do not decide.
+//
+// Upstream breaks a tie within one bucket by UID right away when the two times differ,
+// but goes on to the next rules when they are equal. That is not a strict weak order:
+// pods a and b ready in the same second (a restarted more) and c ready a minute later
+// can give a < b < c < a, and sort.Sort then picks victims by the order the cache
+// listed the pods in. Here the UID is the last rule instead, after restarts and the
+// creation bucket; outcomes differ from upstream only for pods whose ready times differ
+// within one bucket and whose restarts or creation buckets differ.
+func newerFirst(ti, tj metav1.Time, now metav1.Time) (less, decided bool) {
+	if now.IsZero() || ti.IsZero() || tj.IsZero() {
+		if ti.Equal(&tj) {
+			return false, false
+		}
+		return afterOrZero(ti, tj), true
+	}
+	if diff := logRankDiff(ti, tj, now); diff != 0 {
+		return diff < 0, true
+	}
+	return false, false
 }
 
 // RankByColocation wraps podsToRank with ranks equal to the number of active pods among
