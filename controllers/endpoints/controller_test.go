@@ -291,8 +291,11 @@ func TestRunBatchesPodUpdates(t *testing.T) {
 		wantUpdates int
 	}{
 		{"no batching: one write per update", 0, []podUpdate{{0, 0}, {200 * time.Millisecond, 1}, {200 * time.Millisecond, 2}}, 3},
-		{"three updates in one batch", 500 * time.Millisecond, []podUpdate{{0, 0}, {100 * time.Millisecond, 1}, {100 * time.Millisecond, 2}}, 1},
-		{"three updates in two batches", 500 * time.Millisecond, []podUpdate{{0, 0}, {100 * time.Millisecond, 1}, {900 * time.Millisecond, 2}}, 2},
+		// The batch period is long against the gaps between updates, so that a loaded
+		// machine (CI runs this with -race beside other work) cannot stretch three
+		// updates 100ms apart across a batch boundary.
+		{"three updates in one batch", 2 * time.Second, []podUpdate{{0, 0}, {100 * time.Millisecond, 1}, {100 * time.Millisecond, 2}}, 1},
+		{"three updates in two batches", 2 * time.Second, []podUpdate{{0, 0}, {100 * time.Millisecond, 1}, {2500 * time.Millisecond, 2}}, 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -325,8 +328,9 @@ func TestRunBatchesPodUpdates(t *testing.T) {
 				ep, err := core.Endpoints().Lister().Endpoints("other").Get("foo")
 				return err == nil && len(ep.Subsets) == 1 && len(ep.Subsets[0].Addresses) == 10
 			})
-			// Let syncs that started before the cache had the Endpoints finish.
-			time.Sleep(200 * time.Millisecond)
+			// Let the syncs of the initial pod adds finish: they wait in the delaying
+			// queue for a batch period, where queue.Len does not count them.
+			time.Sleep(tc.batchPeriod + 200*time.Millisecond)
 			waitFor(t, "the queues to drain", func() bool { return c.queue.Len() == 0 && c.podQueue.Len() == 0 })
 			client.ClearActions()
 
