@@ -96,10 +96,12 @@ type Controller struct {
 	// caches reports which informers are still syncing; nil is fine (tests).
 	caches *controllers.CacheSyncTracker
 
-	// serviceLister, podLister and endpointsLister read the shared informer caches.
+	// serviceLister and endpointsLister read the shared informer caches.
 	serviceLister   corelisters.ServiceLister
-	podLister       corelisters.PodLister
 	endpointsLister corelisters.EndpointsLister
+	// podIndexer reads pods from the shared informer's cache, finding the pods of a
+	// Service by label (podLabelIndex).
+	podIndexer cache.Indexer
 	// servicesSynced, podsSynced and endpointsSynced report whether our handlers have
 	// seen each informer's initial list. Fields, so that tests can replace them.
 	servicesSynced  cache.InformerSynced
@@ -132,7 +134,6 @@ func NewController(ctx context.Context, podInformer coreinformers.PodInformer, s
 		client:          client,
 		recorder:        recorder,
 		serviceLister:   serviceInformer.Lister(),
-		podLister:       podInformer.Lister(),
 		endpointsLister: endpointsInformer.Lister(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
@@ -147,6 +148,10 @@ func NewController(ctx context.Context, podInformer coreinformers.PodInformer, s
 		triggerTimes:     newTriggerTimeTracker(),
 		staleEndpoints:   newStaleEndpointsTracker(),
 	}
+	if err := addPodLabelIndexer(podInformer.Informer()); err != nil {
+		return nil, err
+	}
+	c.podIndexer = podInformer.Informer().GetIndexer()
 
 	services, err := serviceInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueService,

@@ -9,7 +9,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -59,7 +58,7 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 		return nil
 	}
 
-	pods, err := c.podLister.Pods(namespace).List(labels.Set(service.Spec.Selector).AsSelectorPreValidated())
+	pods, err := podsSelectedBy(c.podIndexer, namespace, service.Spec.Selector)
 	if err != nil {
 		return fmt.Errorf("listing pods of service %s: %w", key, err)
 	}
