@@ -99,6 +99,8 @@ type Controller struct {
 	// serviceLister and endpointsLister read the shared informer caches.
 	serviceLister   corelisters.ServiceLister
 	endpointsLister corelisters.EndpointsLister
+	// serviceIndexer finds the Services that may select a pod (serviceSelectorIndex).
+	serviceIndexer cache.Indexer
 	// podIndexer reads pods from the shared informer's cache, finding the pods of a
 	// Service by label (podLabelIndex).
 	podIndexer cache.Indexer
@@ -152,6 +154,10 @@ func NewController(ctx context.Context, podInformer coreinformers.PodInformer, s
 		return nil, err
 	}
 	c.podIndexer = podInformer.Informer().GetIndexer()
+	if err := addServiceSelectorIndexer(serviceInformer.Informer()); err != nil {
+		return nil, err
+	}
+	c.serviceIndexer = serviceInformer.Informer().GetIndexer()
 
 	services, err := serviceInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueService,
@@ -298,7 +304,7 @@ func (c *Controller) processNextPod(ctx context.Context) bool {
 // change. A Service already waiting keeps its earlier time, which is what batches the
 // pod events of one period into one sync.
 func (c *Controller) syncPod(ctx context.Context, projection *podProjection) error {
-	keys, err := servicesToSync(c.serviceLister, projection)
+	keys, err := servicesToSync(c.serviceIndexer, projection)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
+// Indexes that spare the controller full scans of a namespace: a Service's pods are found
+// by label, and a pod's Services by one pair of their selector.
+
 // podLabelIndex indexes pods by each of their labels as "namespace/key=value". A sync
 // reads the pods of its Service through it instead of matching the selector against
 // every pod of the namespace: with 4000 pods and 200 Services in one namespace that
@@ -78,4 +81,54 @@ func podsSelectedBy(indexer cache.Indexer, namespace string, selector map[string
 		}
 	}
 	return pods, nil
+}
+
+// serviceSelectorIndex indexes each Service with a selector under one pair of it, as
+// "namespace/key=value" (the smallest key: a pod the Service selects has every pair, so
+// one is enough to find it), and each Service with an empty selector, which selects
+// every pod, as "namespace/". A pod event then matches only the Services indexed under
+// one of its labels, not every Service of the namespace.
+const serviceSelectorIndex = "endpoints-service-selector"
+
+// addServiceSelectorIndexer adds serviceSelectorIndex to the Service informer unless it
+// has it already. The informer must not have started.
+func addServiceSelectorIndexer(informer cache.SharedIndexInformer) error {
+	if _, exists := informer.GetIndexer().GetIndexers()[serviceSelectorIndex]; exists {
+		return nil
+	}
+	if err := informer.AddIndexers(cache.Indexers{serviceSelectorIndex: serviceSelectorIndexValues}); err != nil {
+		return fmt.Errorf("adding the service selector index: %w", err)
+	}
+	return nil
+}
+
+// serviceSelectorIndexValues is the index function of serviceSelectorIndex. Services
+// without a selector select nothing and are not indexed.
+func serviceSelectorIndexValues(obj any) ([]string, error) {
+	service, ok := obj.(*v1.Service)
+	if !ok || service.Spec.Selector == nil {
+		return nil, nil
+	}
+	if len(service.Spec.Selector) == 0 {
+		return []string{selectsEverythingIndexValue(service.Namespace)}, nil
+	}
+	key := minKey(service.Spec.Selector)
+	return []string{labelIndexValue(service.Namespace, key, service.Spec.Selector[key])}, nil
+}
+
+// selectsEverythingIndexValue is the serviceSelectorIndex value of the Services of
+// namespace with an empty selector. It cannot collide with a label's value, which
+// always holds "=".
+func selectsEverythingIndexValue(namespace string) string { return namespace + "/" }
+
+// minKey returns the smallest key of a non-empty map.
+func minKey(m map[string]string) string {
+	first := true
+	var smallest string
+	for key := range m {
+		if first || key < smallest {
+			smallest, first = key, false
+		}
+	}
+	return smallest
 }

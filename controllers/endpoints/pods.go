@@ -7,7 +7,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/mini-kcm/mini-kcm/controllers/podstate"
@@ -117,19 +116,20 @@ func podFrom(obj any) (*v1.Pod, error) {
 }
 
 // servicesToSync returns the keys of the Services whose Endpoints a pod event may change.
-func servicesToSync(serviceLister corelisters.ServiceLister, p *podProjection) (sets.Set[string], error) {
-	services, err := servicesSelecting(serviceLister, p.namespace, p.labels)
+// services is the Service informer's indexer, with serviceSelectorIndex.
+func servicesToSync(services cache.Indexer, p *podProjection) (sets.Set[string], error) {
+	selecting, err := servicesSelecting(services, p.namespace, p.labels)
 	if err != nil {
 		return nil, err
 	}
 	if p.oldLabels == nil {
-		return services, nil
+		return selecting, nil
 	}
-	oldServices, err := servicesSelecting(serviceLister, p.namespace, p.oldLabels)
+	oldSelecting, err := servicesSelecting(services, p.namespace, p.oldLabels)
 	if err != nil {
 		return nil, err
 	}
-	return affectedServices(oldServices, services, p.podChanged), nil
+	return affectedServices(oldSelecting, selecting, p.podChanged), nil
 }
 
 // affectedServices returns, for a pod whose labels changed, the Services to sync: those
@@ -143,19 +143,30 @@ func affectedServices(before, after sets.Set[string], podChanged bool) sets.Set[
 }
 
 // servicesSelecting returns the keys of the Services in namespace whose selector matches
-// podLabels. A nil selector selects nothing (such Services have hand-made Endpoints).
-func servicesSelecting(serviceLister corelisters.ServiceLister, namespace string, podLabels labels.Set) (sets.Set[string], error) {
-	services, err := serviceLister.Services(namespace).List(labels.Everything())
-	if err != nil {
-		return nil, fmt.Errorf("listing services in namespace %q: %w", namespace, err)
-	}
+// podLabels. A nil selector selects nothing (such Services have hand-made Endpoints). The
+// candidates come from serviceSelectorIndex: the Services with an empty selector and
+// those indexed under one of the pod's labels.
+func servicesSelecting(services cache.Indexer, namespace string, podLabels labels.Set) (sets.Set[string], error) {
 	keys := sets.New[string]()
-	for _, service := range services {
-		if service.Spec.Selector == nil {
-			continue
+	addMatching := func(indexValue string) error {
+		objs, err := services.ByIndex(serviceSelectorIndex, indexValue)
+		if err != nil {
+			return fmt.Errorf("looking up services in namespace %q: %w", namespace, err)
 		}
-		if labels.ValidatedSetSelector(service.Spec.Selector).Matches(podLabels) {
-			keys.Insert(service.Namespace + "/" + service.Name)
+		for _, obj := range objs {
+			service, ok := obj.(*v1.Service)
+			if ok && service.Spec.Selector != nil && labels.ValidatedSetSelector(service.Spec.Selector).Matches(podLabels) {
+				keys.Insert(service.Namespace + "/" + service.Name)
+			}
+		}
+		return nil
+	}
+	if err := addMatching(selectsEverythingIndexValue(namespace)); err != nil {
+		return nil, err
+	}
+	for key, value := range podLabels {
+		if err := addMatching(labelIndexValue(namespace, key, value)); err != nil {
+			return nil, err
 		}
 	}
 	return keys, nil

@@ -164,7 +164,10 @@ func TestAffectedServices(t *testing.T) {
 
 func TestServicesToSyncMatchesSelectorsOfTheNamespace(t *testing.T) {
 	factory := informers.NewSharedInformerFactory(fake.NewClientset(), time.Duration(0))
-	store := factory.Core().V1().Services().Informer().GetStore()
+	if err := addServiceSelectorIndexer(factory.Core().V1().Services().Informer()); err != nil {
+		t.Fatal(err)
+	}
+	store := factory.Core().V1().Services().Informer().GetIndexer()
 	add := func(ns, name string, selector map[string]string) {
 		if err := store.Add(&v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1.ServiceSpec{Selector: selector}}); err != nil {
 			t.Fatal(err)
@@ -176,7 +179,8 @@ func TestServicesToSyncMatchesSelectorsOfTheNamespace(t *testing.T) {
 	add("test", "everything", map[string]string{})
 	add("test", "manual", nil)
 	add("other", "service-0", map[string]string{"app": "test-0"})
-	lister := factory.Core().V1().Services().Lister()
+	// Found through either of its pairs, whichever the index holds.
+	add("test", "two-labels", map[string]string{"app": "test-2", "tier": "web"})
 
 	tests := []struct {
 		name       string
@@ -185,6 +189,9 @@ func TestServicesToSyncMatchesSelectorsOfTheNamespace(t *testing.T) {
 	}{
 		{"pod-0", podProjection{namespace: "test", labels: labels.Set{"app": "test-0", "label": "x"}}, sets.New("test/service-0", "test/everything")},
 		{"pod-2", podProjection{namespace: "test", labels: labels.Set{"app": "test-2"}}, sets.New("test/service-2", "test/everything")},
+		{"pod-2 web", podProjection{namespace: "test", labels: labels.Set{"app": "test-2", "tier": "web"}},
+			sets.New("test/service-2", "test/two-labels", "test/everything")},
+		{"web only", podProjection{namespace: "test", labels: labels.Set{"tier": "web"}}, sets.New("test/everything")},
 		{"pod-4", podProjection{namespace: "test", labels: labels.Set{"app": "test-4"}}, sets.New("test/everything")},
 		{"relabelled", podProjection{namespace: "test", labels: labels.Set{"app": "test-1"}, oldLabels: labels.Set{"app": "test-0"}},
 			sets.New("test/service-0", "test/service-1")},
@@ -194,7 +201,7 @@ func TestServicesToSyncMatchesSelectorsOfTheNamespace(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := servicesToSync(lister, &tc.projection)
+			got, err := servicesToSync(store, &tc.projection)
 			if err != nil {
 				t.Fatal(err)
 			}
