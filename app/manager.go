@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/informers"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
+	"github.com/mini-kcm/mini-kcm/controllers/cachedpod"
 	"github.com/mini-kcm/mini-kcm/leaderelection"
 )
 
@@ -62,7 +64,7 @@ func (m *controllerManager) run(ctx context.Context) error {
 		return fmt.Errorf("naming the shared informers: %w", err)
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(informerClient, resyncPeriod(m.minResyncPeriod),
-		informers.WithTransform(trimManagedFields), informers.WithInformerName(name))
+		informers.WithTransform(trimCachedObject), informers.WithInformerName(name))
 	// The informers get a context of their own and stop only after the controllers
 	// returned, so a worker finishing its last sync still reads a live cache.
 	informerCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
@@ -206,6 +208,16 @@ func resyncPeriod(minimum time.Duration) time.Duration {
 		return 0
 	}
 	return minimum + rand.N(minimum)
+}
+
+// trimCachedObject drops from every cached object what no controller reads: its
+// managedFields, and for a pod most of the rest (see package cachedpod).
+func trimCachedObject(obj any) (any, error) {
+	obj, err := trimManagedFields(obj)
+	if pod, ok := obj.(*corev1.Pod); ok {
+		cachedpod.Trim(pod)
+	}
+	return obj, err
 }
 
 // trimManagedFields drops managedFields from cached objects: no controller reads them,
