@@ -21,11 +21,16 @@ import (
 // wrote pods, ReplicaSets, Deployments or Endpoints in overlapping windows. After the
 // partition heals, the old leader restarted (as its kubelet would) joins as a standby.
 func TestPartitionedLeaderStopsBeforeItsLeaseExpiresAndNoTwoReplicasWrite(t *testing.T) {
+	runPartition(t, partitionTimings)
+}
+
+// runPartition runs the partition story with the given election timings, which must
+// leave room between retry+renew deadline and the lease duration.
+func runPartition(t *testing.T, timings electionTimings) {
 	f := framework.New(t)
 	ctx := f.Context()
 	ns := f.Namespace
 	census := watchPods(t, f.Client, ns)
-	timings := partitionTimings
 
 	var members []*member
 	var users []string
