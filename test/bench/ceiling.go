@@ -11,9 +11,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// ceilingPods is the default number of pods of the ceiling workload.
-const ceilingPods = 1000
-
 // ceilingNamespace holds the plain client's pods.
 const ceilingNamespace = "bench-ceiling"
 
@@ -29,21 +26,20 @@ func ceilingWorkload() workload {
 	return workload{
 		name:   "ceiling",
 		lifted: true,
-		description: func(scale float64) string {
+		description: func(s Sizes) string {
 			return fmt.Sprintf("%d pods created by a plain client-go program (no rate limit), then by one ReplicaSet "+
-				"with the controller manager's rate limit lifted", scaledSize(ceilingPods, scale))
+				"with the controller manager's rate limit lifted", s.CeilingPods)
 		},
 		prepare: func(ctx context.Context, e *env) error {
-			rate, err := measurePlainClient(ctx, e, e.scaled(ceilingPods))
+			rate, err := measurePlainClient(ctx, e, e.cfg.Sizes.CeilingPods)
 			if err != nil {
 				return fmt.Errorf("measuring the plain client: %w", err)
 			}
 			e.ceilingPodsPerSecond = rate
-			e.cfg.Logf("   plain client created %.0f pods/s", rate)
 			return nil
 		},
 		run: func(ctx context.Context, e *env) error {
-			n := e.scaled(ceilingPods)
+			n := e.cfg.Sizes.CeilingPods
 			p := Phase{Name: "create to Ready, rate limit lifted", Objects: n, CeilingPodsPerSecond: e.ceilingPodsPerSecond}
 			return e.phase(ctx, p,
 				func(ctx context.Context) error { return createReplicaSets(ctx, e, "ceiling", 1, n) },
@@ -52,9 +48,12 @@ func ceilingWorkload() workload {
 	}
 }
 
-// measurePlainClient creates n pods from Config.CeilingWorkers goroutines through a
-// client with no rate limit, returns the creation rate as the apiserver's audit log
-// shows it, and removes the pods again once they all ran.
+// measurePlainClient measures how fast a client-go program creates n pods from
+// Config.CeilingWorkers goroutines through a client with no rate limit, as the
+// apiserver's audit log shows it. A warm-up round of a tenth of the pods comes first
+// (a fresh apiserver is slower for its first requests), then two rounds of n, of which
+// the faster one counts: the machine may be shared, and a ceiling must not be low by
+// bad luck. After each round the pods are deleted again, once they all ran.
 func measurePlainClient(ctx context.Context, e *env, n int) (float64, error) {
 	kubeconfig, err := e.cp.AddUser(ceilingUser, "system:masters")
 	if err != nil {
@@ -75,13 +74,31 @@ func measurePlainClient(ctx context.Context, e *env, n int) (float64, error) {
 		return 0, fmt.Errorf("creating namespace %s: %w", ceilingNamespace, err)
 	}
 	cursor := &auditCursor{path: e.cp.AuditLogPath()}
+	best := 0.0
+	for round, count := range []int{max(50, n/10), n, n} {
+		rate, err := plainClientRound(ctx, e, client, cursor, round, count)
+		if err != nil {
+			return 0, fmt.Errorf("round %d: %w", round, err)
+		}
+		if round > 0 {
+			e.cfg.Logf("   plain client round %d: %.0f pods/s", round, rate)
+			best = max(best, rate)
+		}
+	}
+	return best, nil
+}
+
+// plainClientRound creates count pods, returns their creation rate, and removes them
+// once they all ran, so that the next round and the controller manager start on a
+// quiet control plane.
+func plainClientRound(ctx context.Context, e *env, client kubernetes.Interface, cursor *auditCursor, round, count int) (float64, error) {
 	if _, err := cursor.next(ceilingUser); err != nil {
 		return 0, err
 	}
 	template := podTemplate(map[string]string{"app": "ceiling"}, "1")
-	err = parallel(ctx, n, e.cfg.CeilingWorkers, func(ctx context.Context, i int) error {
+	err := parallel(ctx, count, e.cfg.CeilingWorkers, func(ctx context.Context, i int) error {
 		pod := &corev1.Pod{ObjectMeta: template.ObjectMeta, Spec: template.Spec}
-		pod.Name = fmt.Sprintf("ceiling-%d", i)
+		pod.Name = fmt.Sprintf("ceiling-%d-%d", round, i)
 		_, err := client.CoreV1().Pods(ceilingNamespace).Create(ctx, pod, metav1.CreateOptions{})
 		return err
 	})
@@ -96,13 +113,11 @@ func measurePlainClient(ctx context.Context, e *env, n int) (float64, error) {
 		return 0, err
 	}
 	pods, seconds := creationRate(requests)
-	if pods != n || seconds <= 0 {
-		return 0, fmt.Errorf("the audit log shows %d pod creates of %d", pods, n)
+	if pods != count || seconds <= 0 {
+		return 0, fmt.Errorf("the audit log shows %d pod creates of %d", pods, count)
 	}
 
-	// Let the scheduler and KWOK finish with these pods, then delete them, so that the
-	// controller manager starts on a quiet control plane as in the other workloads.
-	count := func(ready bool) (int, error) {
+	countPods := func(ready bool) (int, error) {
 		list, err := e.client.CoreV1().Pods(ceilingNamespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return 0, err
@@ -116,11 +131,11 @@ func measurePlainClient(ctx context.Context, e *env, n int) (float64, error) {
 		return c, nil
 	}
 	if err := waitFor(ctx, e.cfg.PhaseTimeout, func() error {
-		ready, err := count(true)
+		ready, err := countPods(true)
 		if err != nil {
 			return err
 		}
-		return progressOrNil("plain client's pods Ready", ready, n)
+		return progressOrNil("plain client's pods Ready", ready, count)
 	}); err != nil {
 		return 0, err
 	}
@@ -128,11 +143,11 @@ func measurePlainClient(ctx context.Context, e *env, n int) (float64, error) {
 		return 0, fmt.Errorf("deleting the plain client's pods: %w", err)
 	}
 	if err := waitFor(ctx, e.cfg.PhaseTimeout, func() error {
-		left, err := count(false)
+		left, err := countPods(false)
 		if err != nil {
 			return err
 		}
-		return progressOrNil("plain client's pods gone", n-left, n)
+		return progressOrNil("plain client's pods gone", count-left, count)
 	}); err != nil {
 		return 0, err
 	}

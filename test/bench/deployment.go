@@ -10,25 +10,18 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// Default size of the deployments workload: deploymentCount Deployments of
-// deploymentReplicas pods; the scale multiplies the number of Deployments.
-const (
-	deploymentCount    = 100
-	deploymentReplicas = 10
-)
-
 // deploymentWorkload creates Deployments until they are Available, scales them all up
 // by half and back down, then rolls all of them out to a new pod template.
 func deploymentWorkload() workload {
 	return workload{
 		name: "deployments",
-		description: func(scale float64) string {
+		description: func(s Sizes) string {
 			return fmt.Sprintf("%d Deployments of %d replicas: create until Available, scale all to %d and back to %d, "+
 				"then a rolling update of all (default strategy, 25%% surge and unavailable)",
-				scaledSize(deploymentCount, scale), deploymentReplicas, scaledUp(deploymentReplicas), deploymentReplicas)
+				s.Deployments, s.DeploymentReplicas, scaledUp(s.DeploymentReplicas), s.DeploymentReplicas)
 		},
 		run: func(ctx context.Context, e *env) error {
-			n, r := e.scaled(deploymentCount), deploymentReplicas
+			n, r := e.cfg.Sizes.Deployments, e.cfg.Sizes.DeploymentReplicas
 			up := scaledUp(r)
 			steps := []struct {
 				phase    Phase
@@ -87,19 +80,23 @@ func updateDeployments(ctx context.Context, e *env, n int, version string) error
 	return patchDeployments(ctx, e, n, patch)
 }
 
+// patchDeployments patches the n Deployments and records the generation each patch
+// produced, which deploymentsComplete waits for: until the benchmark's cache has seen
+// the patch, the old generation would look complete already.
 func patchDeployments(ctx context.Context, e *env, n int, patch []byte) error {
 	return parallel(ctx, n, 20, func(ctx context.Context, i int) error {
-		_, err := e.client.AppsV1().Deployments(benchNamespace).Patch(ctx, deploymentName(i), types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+		d, err := e.client.AppsV1().Deployments(benchNamespace).Patch(ctx, deploymentName(i), types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 		if err != nil {
 			return fmt.Errorf("patching Deployment %s: %w", deploymentName(i), err)
 		}
+		e.deploymentGenerations.Store(d.Name, d.Generation)
 		return nil
 	})
 }
 
 // deploymentsComplete checks that n Deployments have rolled out completely at
-// replicas: the current generation observed, every replica updated and available,
-// no old pods left.
+// replicas: the generation of the last patch observed, every replica updated and
+// available, no old pods left.
 func deploymentsComplete(e *env, n, replicas int) error {
 	deployments, err := e.deployments.List(everything)
 	if err != nil {
@@ -111,6 +108,9 @@ func deploymentsComplete(e *env, n, replicas int) error {
 	done, available := 0, 0
 	for _, d := range deployments {
 		available += int(d.Status.AvailableReplicas)
+		if patched, ok := e.deploymentGenerations.Load(d.Name); ok && d.Generation < patched.(int64) {
+			continue
+		}
 		s := d.Status
 		if s.ObservedGeneration >= d.Generation && int(s.Replicas) == replicas && int(s.UpdatedReplicas) == replicas &&
 			int(s.ReadyReplicas) == replicas && int(s.AvailableReplicas) == replicas && s.UnavailableReplicas == 0 {

@@ -11,13 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-// Default size of the endpoints workload: endpointsServices Services over
-// endpointsPodsPerService pods each; the scale multiplies the number of Services.
-const (
-	endpointsServices       = 200
-	endpointsPodsPerService = 20
-)
-
 // endpointsWorkload measures the Endpoints controller. The pods exist and are Ready
 // before the controller manager starts, so that the phases measure the controller
 // rather than the scheduler and KWOK: Services are created until every Endpoints
@@ -25,16 +18,16 @@ const (
 func endpointsWorkload() workload {
 	return workload{
 		name: "endpoints",
-		description: func(scale float64) string {
+		description: func(s Sizes) string {
 			return fmt.Sprintf("%d Services over %d Ready pods each: create until every Endpoints is complete, "+
 				"then mark every pod NotReady, then Ready again (pods/status patches, one Service's pods after another's)",
-				scaledSize(endpointsServices, scale), endpointsPodsPerService)
+				s.Services, s.PodsPerService)
 		},
 		prepare: func(ctx context.Context, e *env) error {
-			return createServicePods(ctx, e, e.scaled(endpointsServices), endpointsPodsPerService)
+			return createServicePods(ctx, e, e.cfg.Sizes.Services, e.cfg.Sizes.PodsPerService)
 		},
 		run: func(ctx context.Context, e *env) error {
-			s, p := e.scaled(endpointsServices), endpointsPodsPerService
+			s, p := e.cfg.Sizes.Services, e.cfg.Sizes.PodsPerService
 			if err := e.phase(ctx, Phase{Name: "create Services", Objects: s},
 				func(ctx context.Context) error { return createServices(ctx, e, s) },
 				func() error { return endpointsComplete(e, s, p, true) }); err != nil {

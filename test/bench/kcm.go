@@ -58,8 +58,7 @@ type controllerManager struct {
 	// user is the client-certificate user it authenticates as.
 	user    string
 	process *controlplane.Process
-	// debugURL serves /debug/pprof (mini-kcm only; empty for upstream, whose secure
-	// port would need delegated authentication).
+	// debugURL serves /debug/pprof (https with a self-signed certificate for upstream).
 	debugURL string
 }
 
@@ -78,21 +77,27 @@ func startControllerManager(cp *controlplane.ControlPlane, impl Implementation, 
 	}
 	args = append(args, settings.args()...)
 	kcm := &controllerManager{impl: impl, user: user}
+	port, err := controlplane.FreePort()
+	if err != nil {
+		return nil, err
+	}
 	switch impl {
 	case Upstream:
 		args = append(args,
-			// Serving would need delegated authentication and authorization against the
-			// apiserver; the benchmark reads CPU and memory from /proc instead.
-			"--secure-port=0",
 			// One identity for all controllers, as mini-kcm has, so that the audit log
 			// attributes every request to one user.
 			"--use-service-account-credentials=false",
+			// Both serve their debug endpoints, so that both can be profiled alike. The
+			// secure port of upstream lets anyone read the profiles here without
+			// delegated authentication, which a loopback-only test cluster can afford.
+			"--bind-address=127.0.0.1",
+			"--secure-port="+strconv.Itoa(port),
+			"--cert-dir="+filepath.Join(logDir, "upstream-serving-certs"),
+			"--authentication-skip-lookup=true",
+			"--authorization-always-allow-paths=/healthz,/readyz,/livez,/debug/pprof,/debug/pprof/*",
 		)
+		kcm.debugURL = "https://127.0.0.1:" + strconv.Itoa(port) + "/debug/pprof/"
 	case MiniKCM:
-		port, err := controlplane.FreePort()
-		if err != nil {
-			return nil, err
-		}
 		args = append(args, "--bind-address=127.0.0.1", "--port="+strconv.Itoa(port))
 		kcm.debugURL = "http://127.0.0.1:" + strconv.Itoa(port) + "/debug/pprof/"
 	default:

@@ -9,27 +9,36 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// replicaSetWorkload creates count ReplicaSets of size pods each and waits until every
-// pod is Ready. scaleCount says whether the scale multiplies the number of
-// ReplicaSets (many small ones) or their size (one big one).
-func replicaSetWorkload(name string, count, size int, scaleCount bool) workload {
-	sizes := func(scale float64) (int, int) {
-		if scaleCount {
-			return scaledSize(count, scale), size
-		}
-		return count, scaledSize(size, scale)
-	}
+// oneReplicaSetWorkload creates one large ReplicaSet and waits until every pod is
+// Ready.
+func oneReplicaSetWorkload() workload {
 	return workload{
-		name: name,
-		description: func(scale float64) string {
-			n, s := sizes(scale)
-			return fmt.Sprintf("%d ReplicaSet(s) of %d pods, created at once, until every pod is Ready", n, s)
+		name: "one-replicaset",
+		description: func(s Sizes) string {
+			return fmt.Sprintf("one ReplicaSet of %d pods until every pod is Ready", s.OneReplicaSetPods)
 		},
 		run: func(ctx context.Context, e *env) error {
-			n, s := sizes(e.cfg.Scale)
-			return e.phase(ctx, Phase{Name: "create to Ready", Objects: n * s},
-				func(ctx context.Context) error { return createReplicaSets(ctx, e, "rs", n, s) },
-				func() error { return replicaSetsReady(e, n, s) })
+			n := e.cfg.Sizes.OneReplicaSetPods
+			return e.phase(ctx, Phase{Name: "create to Ready", Objects: n},
+				func(ctx context.Context) error { return createReplicaSets(ctx, e, "rs", 1, n) },
+				func() error { return replicaSetsReady(e, 1, n) })
+		},
+	}
+}
+
+// manyReplicaSetsWorkload creates many small ReplicaSets at once and waits until every
+// pod is Ready.
+func manyReplicaSetsWorkload() workload {
+	return workload{
+		name: "many-replicasets",
+		description: func(s Sizes) string {
+			return fmt.Sprintf("%d ReplicaSets of %d pods, created at once, until every pod is Ready", s.ManyReplicaSets, s.ManyReplicaSetPods)
+		},
+		run: func(ctx context.Context, e *env) error {
+			n, size := e.cfg.Sizes.ManyReplicaSets, e.cfg.Sizes.ManyReplicaSetPods
+			return e.phase(ctx, Phase{Name: "create to Ready", Objects: n * size},
+				func(ctx context.Context) error { return createReplicaSets(ctx, e, "rs", n, size) },
+				func() error { return replicaSetsReady(e, n, size) })
 		},
 	}
 }

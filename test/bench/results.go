@@ -12,8 +12,9 @@ type Report struct {
 	Commit string `json:"commit"`
 	// Machine describes where the numbers come from.
 	Machine Machine `json:"machine"`
-	// Scale multiplies the default workload sizes.
+	// Scale multiplied the default workload sizes into Sizes.
 	Scale float64 `json:"scale"`
+	Sizes Sizes   `json:"sizes"`
 	// Settings are the rate limits and worker counts of both controller managers.
 	Settings Settings `json:"settings"`
 	// LiftedSettings are used by the ceiling workload.

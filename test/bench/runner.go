@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -33,7 +33,9 @@ type Config struct {
 	// Settings are given to both controller managers; LiftedSettings replace them in
 	// the ceiling workload.
 	Settings, LiftedSettings Settings
-	// Scale multiplies the default workload sizes.
+	// Sizes are the workload sizes, already scaled.
+	Sizes Sizes
+	// Scale is the factor Sizes were scaled by, for the report.
 	Scale float64
 	// Nodes is the number of fake nodes of every control plane.
 	Nodes int
@@ -82,11 +84,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		Commit:         gitDescribe(),
 		Machine:        Machine{CPUs: runtime.NumCPU(), LoadAverageStart: loadAverage()},
 		Scale:          cfg.Scale,
+		Sizes:          cfg.Sizes,
 		Settings:       cfg.Settings,
 		LiftedSettings: cfg.LiftedSettings,
 	}
 	for _, w := range selected {
-		result := WorkloadResult{Name: w.name, Description: w.description(cfg.Scale)}
+		result := WorkloadResult{Name: w.name, Description: w.description(cfg.Sizes)}
 		for _, impl := range cfg.Implementations {
 			if ctx.Err() != nil {
 				return report, ctx.Err()
@@ -205,6 +208,9 @@ type env struct {
 	// ceilingPodsPerSecond is the plain client's pod creation rate, measured by the
 	// ceiling workload before the controller manager starts.
 	ceilingPodsPerSecond float64
+	// deploymentGenerations maps a Deployment's name to the generation the
+	// benchmark's last patch of it produced.
+	deploymentGenerations sync.Map
 }
 
 func newEnv(ctx context.Context, cfg Config, cp *controlplane.ControlPlane, run *RunResult) (*env, error) {
@@ -246,11 +252,6 @@ func newEnv(ctx context.Context, cfg Config, cp *controlplane.ControlPlane, run 
 	}
 	return e, nil
 }
-
-// scaled multiplies a default size by the scale, keeping at least 1.
-func (e *env) scaled(n int) int { return scaledSize(n, e.cfg.Scale) }
-
-func scaledSize(n int, scale float64) int { return max(1, int(math.Round(float64(n)*scale))) }
 
 // collect returns the controller manager's requests since the last call and adds them
 // to the run's totals.

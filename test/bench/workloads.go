@@ -5,8 +5,8 @@ import "context"
 // workload is one benchmark scenario.
 type workload struct {
 	name string
-	// description says what the workload does at a scale.
-	description func(scale float64) string
+	// description says what the workload does at the given sizes.
+	description func(Sizes) string
 	// lifted runs the controller manager with Config.LiftedSettings.
 	lifted bool
 	// prepare, when set, runs on the fresh control plane before the controller manager
@@ -19,8 +19,8 @@ type workload struct {
 // allWorkloads lists the workloads in the order they run.
 func allWorkloads() []workload {
 	return []workload{
-		replicaSetWorkload("replicaset-1x1000", 1, 1000, false),
-		replicaSetWorkload("replicaset-200x5", 200, 5, true),
+		oneReplicaSetWorkload(),
+		manyReplicaSetsWorkload(),
 		deploymentWorkload(),
 		endpointsWorkload(),
 		ceilingWorkload(),

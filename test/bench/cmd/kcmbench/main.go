@@ -48,9 +48,20 @@ func main() {
 		ceilingW  = flag.Int("ceiling-workers", 100, "goroutines of the plain client in the ceiling workload")
 		nodes     = flag.Int("nodes", 10, "fake nodes per control plane")
 		timeout   = flag.Duration("phase-timeout", 15*time.Minute, "how long a phase may take to converge")
+		defaults  = bench.DefaultSizes()
+		oneRS     = flag.String("one-replicaset", fmt.Sprint(defaults.OneReplicaSetPods), "pods of the one-replicaset workload")
+		manyRS    = flag.String("many-replicasets", fmt.Sprintf("%dx%d", defaults.ManyReplicaSets, defaults.ManyReplicaSetPods), "ReplicaSets x pods of the many-replicasets workload")
+		deploys   = flag.String("deployments", fmt.Sprintf("%dx%d", defaults.Deployments, defaults.DeploymentReplicas), "Deployments x replicas of the deployments workload")
+		services  = flag.String("services", fmt.Sprintf("%dx%d", defaults.Services, defaults.PodsPerService), "Services x pods of the endpoints workload")
+		ceiling   = flag.String("ceiling-pods", fmt.Sprint(defaults.CeilingPods), "pods of the ceiling workload")
 	)
-	flag.Float64Var(&scale, "scale", scale, "multiplies the workload sizes (default $BENCH_SCALE or 1)")
+	flag.Float64Var(&scale, "scale", scale, "multiplies the number of objects of every workload; $BENCH_SCALE sets the default")
 	flag.Parse()
+	sizes, err := parseSizes(*oneRS, *manyRS, *deploys, *services, *ceiling)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
@@ -59,6 +70,7 @@ func main() {
 		Binaries:       map[bench.Implementation]string{},
 		Settings:       bench.Settings{QPS: float32(*qps), Burst: int32(*burst), ConcurrentSyncs: *syncs},
 		LiftedSettings: bench.Settings{QPS: float32(*liftedQPS), Burst: int32(*liftedBur), ConcurrentSyncs: *syncs},
+		Sizes:          sizes.Scaled(scale),
 		Scale:          scale,
 		Nodes:          *nodes,
 		CeilingWorkers: *ceilingW,
@@ -113,4 +125,33 @@ func main() {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
+}
+
+// parseSizes reads the size flags: "N" for the one-replicaset and ceiling pods, "NxM"
+// for the others.
+func parseSizes(oneRS, manyRS, deployments, services, ceiling string) (bench.Sizes, error) {
+	var s bench.Sizes
+	for _, f := range []struct {
+		value       string
+		count, size *int
+	}{
+		{oneRS, &s.OneReplicaSetPods, nil},
+		{manyRS, &s.ManyReplicaSets, &s.ManyReplicaSetPods},
+		{deployments, &s.Deployments, &s.DeploymentReplicas},
+		{services, &s.Services, &s.PodsPerService},
+		{ceiling, &s.CeilingPods, nil},
+	} {
+		count, size, err := bench.ParseCount(f.value)
+		if err != nil {
+			return s, err
+		}
+		if (f.size == nil) != (size == 0) {
+			return s, fmt.Errorf("size %q: want %s", f.value, map[bool]string{true: "N", false: "NxM"}[f.size == nil])
+		}
+		*f.count = count
+		if f.size != nil {
+			*f.size = size
+		}
+	}
+	return s, nil
 }
