@@ -101,6 +101,9 @@ type podCensus struct {
 	t       testing.TB
 	factory informers.SharedInformerFactory
 	pods    cache.SharedIndexInformer
+	// replicaSets tells a pod's real owner from a stale reference to an older
+	// ReplicaSet of the same name.
+	replicaSets cache.SharedIndexInformer
 
 	mu sync.Mutex
 	// limits maps an owner key ("ReplicaSet/x", "Deployment/y") to its allowed number of
@@ -110,6 +113,9 @@ type podCensus struct {
 	active map[string]sets.Set[types.UID]
 	// peak is the highest number of active pods seen per owner key.
 	peak map[string]int
+	// refs holds the controller reference of every active pod, to re-key pods whose
+	// ReplicaSet the census learns about after the pod.
+	refs map[types.UID]metav1.OwnerReference
 	// seen is every pod UID ever observed, to count pods created over the test.
 	seen sets.Set[types.UID]
 	// seenBy is every pod UID ever observed per owner key it had.
@@ -128,9 +134,11 @@ func watchPods(t testing.TB, client kubernetes.Interface, ns string) *podCensus 
 		peak:   map[string]int{},
 		seen:   sets.New[types.UID](),
 		seenBy: map[string]sets.Set[types.UID]{},
+		refs:   map[types.UID]metav1.OwnerReference{},
 	}
 	c.factory = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
 	c.pods = c.factory.Core().V1().Pods().Informer()
+	c.replicaSets = c.factory.Apps().V1().ReplicaSets().Informer()
 	_, err := c.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.observe(obj.(*corev1.Pod)) },
 		UpdateFunc: func(_, obj any) { c.observe(obj.(*corev1.Pod)) },
@@ -146,13 +154,19 @@ func watchPods(t testing.TB, client kubernetes.Interface, ns string) *podCensus 
 	if err != nil {
 		t.Fatal(err)
 	}
+	_, err = c.replicaSets.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { c.replicaSetSeen(obj.(*appsv1.ReplicaSet)) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.factory.Start(ctx.Done())
 	t.Cleanup(func() {
 		cancel()
 		c.factory.Shutdown()
 	})
-	if !cache.WaitForCacheSync(ctx.Done(), c.pods.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), c.pods.HasSynced, c.replicaSets.HasSynced) {
 		t.Fatal("pod census did not sync")
 	}
 	return c
@@ -168,14 +182,19 @@ func (c *podCensus) limit(kind, name string, n int) {
 
 // ownerKey names the owner a pod counts against: its controlling ReplicaSet, or the
 // Deployment of that ReplicaSet (derived from the name, which is the Deployment's name
-// and the pod-template-hash, so no ReplicaSet cache is needed).
-func ownerKey(pod *corev1.Pod) string {
+// and the pod-template-hash, so that a ReplicaSet the census has not seen yet does not
+// matter). A reference to a ReplicaSet of the right name but another UID is stale and
+// counts against no one.
+func (c *podCensus) ownerKey(pod *corev1.Pod) string {
 	ref := metav1.GetControllerOf(pod)
 	if ref == nil {
 		return "orphan"
 	}
 	if ref.Kind != "ReplicaSet" {
 		return ref.Kind + "/" + ref.Name
+	}
+	if obj, ok, _ := c.replicaSets.GetStore().GetByKey(pod.Namespace + "/" + ref.Name); ok && obj.(*appsv1.ReplicaSet).UID != ref.UID {
+		return "stale/" + ref.Name + "/" + string(ref.UID)
 	}
 	if hash := pod.Labels[appsv1.DefaultDeploymentUniqueLabelKey]; hash != "" {
 		if deployment, ok := strings.CutSuffix(ref.Name, "-"+hash); ok {
@@ -185,12 +204,29 @@ func ownerKey(pod *corev1.Pod) string {
 	return "ReplicaSet/" + ref.Name
 }
 
+// replicaSetSeen moves pods counted against rs by name, but whose reference carries
+// another UID, to a stale key of their own.
+func (c *podCensus) replicaSetSeen(rs *appsv1.ReplicaSet) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for uid := range c.active["ReplicaSet/"+rs.Name] {
+		if ref := c.refs[uid]; ref.UID != rs.UID {
+			c.active["ReplicaSet/"+rs.Name].Delete(uid)
+			key := "stale/" + ref.Name + "/" + string(ref.UID)
+			if c.active[key] == nil {
+				c.active[key] = sets.New[types.UID]()
+			}
+			c.active[key].Insert(uid)
+		}
+	}
+}
+
 func (c *podCensus) observe(pod *corev1.Pod) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.seen.Insert(pod.UID)
 	// A pod's owner can change (adoption, release): take it out of every other set.
-	key := ownerKey(pod)
+	key := c.ownerKey(pod)
 	if c.seenBy[key] == nil {
 		c.seenBy[key] = sets.New[types.UID]()
 	}
@@ -204,7 +240,11 @@ func (c *podCensus) observe(pod *corev1.Pod) {
 		if pods := c.active[key]; pods != nil {
 			pods.Delete(pod.UID)
 		}
+		delete(c.refs, pod.UID)
 		return
+	}
+	if ref := metav1.GetControllerOf(pod); ref != nil {
+		c.refs[pod.UID] = *ref
 	}
 	if c.active[key] == nil {
 		c.active[key] = sets.New[types.UID]()
@@ -224,6 +264,7 @@ func (c *podCensus) forget(pod *corev1.Pod) {
 	for _, pods := range c.active {
 		pods.Delete(pod.UID)
 	}
+	delete(c.refs, pod.UID)
 }
 
 // activeCount returns the number of active pods of an owner key, or of all owners if key
