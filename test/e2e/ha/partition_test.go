@@ -118,9 +118,9 @@ func runPartition(t *testing.T, timings electionTimings) {
 	t.Logf("write windows: %v; the cut-off leader's last write ended %+.2fs from the partition, the new leader's first began %+.2fs from it; gap %.2fs",
 		windows, windows[0].last.Sub(partitioned).Seconds(), windows[1].first.Sub(partitioned).Seconds(),
 		windows[1].first.Sub(windows[0].last).Seconds())
-	users0 := userSet(users...)
-	created := requestFilter{users: users0, namespace: ns, resource: "pods", verb: "create", codes: []int32{201}}.count(events)
-	deleted := requestFilter{users: users0, namespace: ns, resource: "pods", verb: "delete"}.count(events)
+	all := userSet(users...)
+	created := requestFilter{users: all, namespace: ns, resource: "pods", verb: "create", codes: []int32{201}}.count(events)
+	deleted := requestFilter{users: all, namespace: ns, resource: "pods", verb: "delete"}.count(events)
 	t.Logf("HA-NUMBERS partition pods=%d created=%d duplicates=%d deleted=%d", replicas, created, created-replicas, deleted)
 	if created != replicas || deleted != 0 {
 		t.Errorf("replicas created %d pods and deleted %d for %d desired; want %d and 0", created, deleted, replicas, replicas)

@@ -323,15 +323,6 @@ func (c *podCensus) checkNoViolations() {
 	}
 }
 
-// cachedPods returns the pods the census holds.
-func (c *podCensus) cachedPods() []*corev1.Pod {
-	var pods []*corev1.Pod
-	for _, obj := range c.pods.GetStore().List() {
-		pods = append(pods, obj.(*corev1.Pod))
-	}
-	return pods
-}
-
 // replicaSetComplete reports why rs is not yet exactly at its desired state: status
 // counts equal spec.replicas, the status observed the latest generation, and exactly
 // spec.replicas active pods are controlled by it, all Ready.
@@ -467,7 +458,8 @@ func eventually(t testing.TB, timeout time.Duration, check func() error) {
 	}
 }
 
-// allOf runs checks in order and returns the first error.
+// allOf runs every check and returns their errors joined, so a failure message shows
+// everything that is not there yet.
 func allOf(checks ...func() error) error {
 	var errs []error
 	for _, check := range checks {
