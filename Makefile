@@ -56,6 +56,11 @@ test-e2e: control-plane ## E2E suites against a real local control plane.
 	@# The failover demo runs verbosely so that CI's log shows both takeovers.
 	MINI_KCM_BINARY=$(CURDIR)/bin/mini-kcm-race $(GO) test -count=1 -v -timeout 5m ./test/cmd/demo-failover/
 
+.PHONY: test-long
+test-long: control-plane ## Long HA soaks (~10 min): 2000-pod failover, upstream timings, a Service over 5000 pods.
+	$(GO) build -race -o bin/mini-kcm-race ./cmd/mini-kcm
+	MINI_KCM_BINARY=$(CURDIR)/bin/mini-kcm-race $(GO) test -tags long -run Long -p 1 -count=1 -timeout 60m -v ./test/e2e/ha/
+
 .PHONY: demo-failover
 demo-failover: build control-plane ## Leader failover on the local control plane: SIGTERM and SIGKILL takeovers, default timings.
 	$(GO) run ./test/cmd/demo-failover --mini-kcm bin/mini-kcm

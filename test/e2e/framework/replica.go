@@ -17,9 +17,10 @@ import (
 )
 
 // Default leader election timings for tests: short, so that failover tests take
-// seconds, and valid (lease > renew > 1.2 × retry).
+// seconds, and safe (lease > renew + retry, so a cut-off leader stops before a standby
+// may take over; see app.campaign).
 const (
-	LeaseDuration = 4 * time.Second
+	LeaseDuration = 5 * time.Second
 	RenewDeadline = 3 * time.Second
 	RetryPeriod   = 1 * time.Second
 )
