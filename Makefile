@@ -35,7 +35,7 @@ run: build control-plane ## Local cluster with 3 mini-kcm replicas and a sample 
 	bin/localcluster --mini-kcm bin/mini-kcm
 
 .PHONY: test
-test: test-unit test-fuzz test-e2e ## What CI runs: unit tests (race), a short fuzz pass, e2e suites.
+test: lint test-unit test-fuzz test-e2e ## What CI runs: lint, unit tests (race), a short fuzz pass, e2e suites.
 
 .PHONY: test-unit
 test-unit: ## Unit tests with the race detector.
