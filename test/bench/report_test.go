@@ -89,3 +89,10 @@ func TestWriteFilesWritesMatchingJSONAndMarkdown(t *testing.T) {
 		t.Error("latest.md differs from Markdown()")
 	}
 }
+
+func TestFailedListsFailedRuns(t *testing.T) {
+	got := sampleReport().Failed()
+	if len(got) != 1 || got[0] != "ceiling under upstream: upstream exited" {
+		t.Errorf("Failed() = %q", got)
+	}
+}

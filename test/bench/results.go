@@ -1,6 +1,9 @@
 package bench
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Report is everything one benchmark run measured; it is written as JSON and rendered
 // as Markdown.
@@ -84,4 +87,17 @@ type Phase struct {
 	// CeilingPodsPerSecond is the rate of a plain client-go program with no rate limit
 	// creating the same pods against the same control plane (ceiling workload only).
 	CeilingPodsPerSecond float64 `json:"ceilingPodsPerSecond,omitempty"`
+}
+
+// Failed lists "workload under implementation: error" for every failed run.
+func (r *Report) Failed() []string {
+	var failed []string
+	for _, w := range r.Workloads {
+		for _, run := range w.Runs {
+			if run.Error != "" {
+				failed = append(failed, fmt.Sprintf("%s under %s: %s", w.Name, run.Implementation, firstLine(run.Error)))
+			}
+		}
+	}
+	return failed
 }

@@ -65,8 +65,9 @@ func WorkloadNames() []string {
 }
 
 // Run runs every selected workload under every implementation, one after the other,
-// each on a fresh control plane. A failed run is recorded in the report and the
-// benchmark goes on; an error is returned only if nothing could run.
+// each on a fresh control plane. A failed run is recorded in the report (see
+// Report.Failed) and the benchmark goes on. The error is for an unknown workload, or
+// for ctx ending, in which case the report holds what ran so far.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	var selected []workload
 	for _, w := range allWorkloads() {

@@ -31,7 +31,7 @@ func DefaultSizes() Sizes {
 		OneReplicaSetPods:  1000,
 		ManyReplicaSets:    200,
 		ManyReplicaSetPods: 5,
-		Deployments:        20,
+		Deployments:        15,
 		DeploymentReplicas: 10,
 		Services:           100,
 		PodsPerService:     20,

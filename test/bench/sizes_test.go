@@ -6,7 +6,7 @@ func TestScaledMultipliesObjectCountsNotObjectSizes(t *testing.T) {
 	got := DefaultSizes().Scaled(4)
 	want := Sizes{
 		OneReplicaSetPods: 4000, ManyReplicaSets: 800, ManyReplicaSetPods: 5,
-		Deployments: 80, DeploymentReplicas: 10, Services: 400, PodsPerService: 20, CeilingPods: 4000,
+		Deployments: 60, DeploymentReplicas: 10, Services: 400, PodsPerService: 20, CeilingPods: 4000,
 	}
 	if got != want {
 		t.Errorf("scaled by 4:\n got %+v\nwant %+v", got, want)

@@ -125,6 +125,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
+	if failed := report.Failed(); len(failed) > 0 {
+		fmt.Fprintf(os.Stderr, "%d run(s) failed:\n  %s\n", len(failed), strings.Join(failed, "\n  "))
+		os.Exit(1)
+	}
 }
 
 // parseSizes reads the size flags: "N" for the one-replicaset and ceiling pods, "NxM"
