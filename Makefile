@@ -78,9 +78,10 @@ kind-demo: ## Failover demo in a kind cluster (needs Docker, kind and kubectl).
 	deploy/kind/demo.sh
 
 .PHONY: bench
-bench: control-plane ## Benchmarks against the local control plane.
-	@if [[ ! -d test/bench ]]; then echo "no benchmarks yet (test/bench)"; exit 0; fi; \
-	$(GO) test -run '^$$' -bench . ./test/bench/...
+bench: build ## Side-by-side benchmarks against upstream kube-controller-manager (~10 min; BENCH_SCALE=N for more).
+	@WITH_UPSTREAM_KCM=1 hack/build-control-plane.sh >/dev/null
+	$(GO) test -run '^$$' -bench . -benchmem ./test/bench/micro/
+	$(GO) run ./test/bench/cmd/kcmbench --mini-kcm bin/mini-kcm
 
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck.
