@@ -161,8 +161,12 @@ func runFailoverUnderLoad(t *testing.T, load failoverLoad) {
 	deleted := requestFilter{users: users, namespace: ns, resource: "pods", verb: "delete"}.count(events)
 	t.Logf("HA-NUMBERS failover-under-load pods=%d created=%d duplicates=%d deleted=%d seen=%d",
 		total, created, created-total, deleted, census.podsSeen())
-	if created != total || deleted != 0 {
-		t.Errorf("replicas created %d pods and deleted %d for %d desired; want %d and 0", created, deleted, total, total)
+	// The census watched every pod that ever existed: exactly the desired number means
+	// no duplicate. The audit count is a cross-check only: a create that a SIGKILLed
+	// leader had in flight can complete in etcd without a 201 in the audit log.
+	if seen := census.podsSeen(); seen != total || created > total || deleted != 0 {
+		t.Errorf("%d pods ever existed, replicas created %d (audited 201) and deleted %d, for %d desired; want %d, at most %d, and 0",
+			seen, created, deleted, total, total, total)
 	}
 	windows := writeWindows(events, []string{members[0].user, members[1].user, members[2].user})
 	if o := overlaps(windows); len(o) > 0 {
