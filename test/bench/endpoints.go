@@ -33,12 +33,12 @@ func endpointsWorkload() workload {
 				func() error { return endpointsComplete(e, s, p, true) }); err != nil {
 				return err
 			}
-			if err := e.phase(ctx, Phase{Name: "all pods NotReady", Objects: s},
+			if err := e.phase(ctx, Phase{Name: "all pods NotReady", Objects: s, FromLastChange: true},
 				func(ctx context.Context) error { return setPodsReady(ctx, e, s, p, false) },
 				func() error { return endpointsComplete(e, s, p, false) }); err != nil {
 				return err
 			}
-			return e.phase(ctx, Phase{Name: "all pods Ready again", Objects: s},
+			return e.phase(ctx, Phase{Name: "all pods Ready again", Objects: s, FromLastChange: true},
 				func(ctx context.Context) error { return setPodsReady(ctx, e, s, p, true) },
 				func() error { return endpointsComplete(e, s, p, true) })
 		},

@@ -91,9 +91,7 @@ func (r *Report) writeTargets(b *strings.Builder) {
 				continue
 			}
 			where := w.Name + ": " + mp.Name
-			if !mp.PacedByBenchmark {
-				converge = append(converge, ratio{where, mp.ConvergeSeconds / up.ConvergeSeconds})
-			}
+			converge = append(converge, ratio{where, mp.ConvergeSeconds / up.ConvergeSeconds})
 			if up.Requests.Writes > 0 {
 				writes = append(writes, ratio{where, float64(mp.Requests.Writes) / float64(up.Requests.Writes)})
 			}
@@ -155,7 +153,7 @@ func writeWorkload(b *strings.Builder, w WorkloadResult) {
 			continue
 		}
 		name := p.Name
-		if p.PacedByBenchmark {
+		if p.FromLastChange {
 			name += " ¹"
 		}
 		perObject := func(n int, objects int) float64 {
@@ -186,8 +184,8 @@ func writeWorkload(b *strings.Builder, w WorkloadResult) {
 	fmt.Fprintf(b, "| **whole run** | | | %s | | | | |\n\n", cell(up.CPUSeconds, mini.CPUSeconds, "%.2f"))
 	fmt.Fprintf(b, "Peak RSS (MiB): %s. Load average at the start: upstream %s, mini-kcm %s.\n\n",
 		cell(mib(up.PeakRSSBytes), mib(mini.PeakRSSBytes), "%.0f"), formatLoad(up.LoadAverage), formatLoad(mini.LoadAverage))
-	if slices.ContainsFunc(mini.Phases, func(p Phase) bool { return p.PacedByBenchmark }) {
-		b.WriteString("¹ Paced by the benchmark's own requests, the scheduler and KWOK, not by the controller manager.\n\n")
+	if slices.ContainsFunc(mini.Phases, func(p Phase) bool { return p.FromLastChange }) {
+		b.WriteString("¹ Time to converge from the benchmark's last pod status patch, which came seconds after the first.\n\n")
 	}
 	fmt.Fprintf(b, "Writes by request, whole run:\n\n| request | upstream | mini-kcm |\n|---|---|---|\n")
 	keys := map[string]int{}

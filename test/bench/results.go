@@ -69,10 +69,12 @@ type Phase struct {
 	// Objects is the number of objects the phase converges (pods created, deleted or
 	// flipped, or Endpoints written), the denominator of the per-object numbers.
 	Objects int `json:"objects"`
-	// PacedByBenchmark marks phases whose duration is set by the benchmark's own
-	// requests, the scheduler and KWOK rather than by the controller manager.
-	PacedByBenchmark bool `json:"pacedByBenchmark,omitempty"`
-	// ConvergeSeconds is the time from the action until the cluster converged.
+	// FromLastChange marks phases whose time to converge counts from the end of the
+	// benchmark's action rather than its start: the action (thousands of pod status
+	// patches) takes seconds itself, the same for both controller managers.
+	FromLastChange bool `json:"fromLastChange,omitempty"`
+	// ConvergeSeconds is the time from the action (its end if FromLastChange) until the
+	// cluster converged.
 	ConvergeSeconds float64 `json:"convergeSeconds"`
 	// CPUSeconds is the controller manager's CPU time in the phase.
 	CPUSeconds float64 `json:"cpuSeconds"`

@@ -279,6 +279,9 @@ func (e *env) phase(ctx context.Context, p Phase, act func(ctx context.Context) 
 	if err := act(ctx); err != nil {
 		return fmt.Errorf("%s: %w", p.Name, err)
 	}
+	if p.FromLastChange {
+		begin = time.Now()
+	}
 	if err := e.waitConverged(ctx, p.Name, converged); err != nil {
 		return err
 	}
