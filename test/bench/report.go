@@ -57,10 +57,10 @@ func (r *Report) Markdown() string {
 		"(etcd, kube-apiserver, kube-scheduler, KWOK fake nodes). Cells read `upstream / mini-kcm = ratio`; "+
 		"a ratio below 1 means mini-kcm uses less. CPU is utime+stime of the process, memory its VmHWM, "+
 		"requests are counted in the apiserver's audit log by the controller manager's user, events included. "+
-		"A phase ends when the cluster converged and the controller manager made no write for %v. "+
+		"A phase ends when the cluster converged and the controller manager made no write for %v (at most %v later). "+
 		"Events are shown apart: upstream sends them through each controller's client, sharing its rate limit, and drops "+
 		"events when its queue overflows; mini-kcm sends them through a client of their own and drops none.\n\n",
-		r.Settings.QPS, r.Settings.Burst, r.Settings.ConcurrentSyncs, r.LiftedSettings.QPS, r.LiftedSettings.Burst, quietPeriod)
+		r.Settings.QPS, r.Settings.Burst, r.Settings.ConcurrentSyncs, r.LiftedSettings.QPS, r.LiftedSettings.Burst, quietPeriod, maxSettle)
 
 	r.writeTargets(&b)
 	for _, w := range r.Workloads {

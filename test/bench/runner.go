@@ -322,7 +322,7 @@ func (e *env) waitConverged(ctx context.Context, name string, converged func() e
 // end; maxSettle bounds the wait.
 const (
 	quietPeriod = 2 * time.Second
-	maxSettle   = 30 * time.Second
+	maxSettle   = 20 * time.Second
 )
 
 // finishPhase waits until the controller manager has gone quiet, then records the
