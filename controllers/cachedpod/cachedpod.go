@@ -7,8 +7,8 @@
 // The controllers read, and Trim keeps:
 //
 //   - all metadata (names, UID, resourceVersion, labels, ownerReferences, timestamps,
-//     finalizers) except annotations, of which only the pod-deletion-cost annotation is
-//     read (ReplicaSet scale-down ranking);
+//     finalizers) except managedFields and annotations, of which only the
+//     pod-deletion-cost annotation is read (ReplicaSet scale-down ranking);
 //   - spec.nodeName (ranking, Endpoints), spec.hostname and spec.subdomain (Endpoints);
 //   - the name and ports of every container and init container (named target ports of
 //     Endpoints) and the restartPolicy of init containers (sidecars, in ranking and
@@ -17,26 +17,33 @@
 //   - the name, readiness and restart count of every container status and init
 //     container status (ranking).
 //
-// A controller that starts reading another pod field must add it to Trim (and its
-// test); it would otherwise see the field empty. Cached pods are never written back:
+// Decoder does the same while decoding, so that what it would drop is never decoded
+// (see protobuf.go); the informers' transform still calls Trim for pods that come in
+// another encoding. A controller that starts reading another pod field must add it to
+// both (and to their tests, which check that they agree); it would otherwise see the
+// field empty. Cached pods are never written back:
 // controllers change pods only through patches and deletes, so nothing trimmed here
 // can be lost on the apiserver.
 package cachedpod
 
 import (
 	v1 "k8s.io/api/core/v1"
-
-	"github.com/mini-kcm/mini-kcm/controllers/podranking"
 )
 
 // Trim reduces pod in place to the fields the controllers read. The pod must not be
 // shared: the informer's transform receives each object freshly decoded.
 func Trim(pod *v1.Pod) {
-	if cost, ok := pod.Annotations[podranking.DeletionCostAnnotation]; ok {
-		pod.Annotations = map[string]string{podranking.DeletionCostAnnotation: cost}
-	} else {
-		pod.Annotations = nil
+	pod.ManagedFields = nil
+	var annotations map[string]string
+	for key, value := range pod.Annotations {
+		if keepsAnnotation(key) {
+			if annotations == nil {
+				annotations = make(map[string]string, 1)
+			}
+			annotations[key] = value
+		}
 	}
+	pod.Annotations = annotations
 
 	trimContainers(pod.Spec.Containers)
 	trimContainers(pod.Spec.InitContainers)

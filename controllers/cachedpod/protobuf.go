@@ -1,0 +1,338 @@
+package cachedpod
+
+import (
+	"bytes"
+	"reflect"
+	"sync"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/mini-kcm/mini-kcm/controllers/podranking"
+)
+
+// Trim works on decoded pods, after the informer decoded every field of them. Decoding
+// is most of what an informer spends its CPU on, and most of the allocations, so the
+// Decoder below trims at the source instead: it copies the fields Trim keeps from the
+// protobuf encoding of a pod into a smaller encoding and decodes only that. It does the
+// same for the managedFields of the other objects the controllers cache. Objects and
+// encodings it does not know are decoded whole, and the informer's transform trims them
+// as before.
+
+// Field numbers, from the generated.proto files of k8s.io/api and k8s.io/apimachinery.
+const (
+	// Pod, and every other top-level object.
+	fieldMetadata = 1
+	fieldSpec     = 2
+	fieldStatus   = 3
+	// Lists.
+	fieldListItems = 2
+	// ObjectMeta.
+	fieldAnnotations   = 12
+	fieldManagedFields = 17
+	// A map entry.
+	fieldMapKey = 1
+	// PodSpec.
+	fieldContainers     = 2
+	fieldNodeName       = 10
+	fieldHostname       = 16
+	fieldSubdomain      = 17
+	fieldInitContainers = 20
+	// Container.
+	fieldContainerName          = 1
+	fieldContainerPorts         = 6
+	fieldContainerRestartPolicy = 24
+	// PodStatus.
+	fieldPhase                 = 1
+	fieldConditions            = 2
+	fieldPodIP                 = 6
+	fieldContainerStatuses     = 8
+	fieldInitContainerStatuses = 10
+	fieldPodIPs                = 12
+	// PodCondition.
+	fieldConditionType               = 1
+	fieldConditionStatus             = 2
+	fieldConditionLastTransitionTime = 4
+	// ContainerStatus.
+	fieldContainerStatusName         = 1
+	fieldContainerStatusReady        = 4
+	fieldContainerStatusRestartCount = 5
+	// runtime.Unknown, the envelope of every object, and its TypeMeta.
+	fieldUnknownTypeMeta = 1
+	fieldUnknownRaw      = 2
+	fieldUnknownEncoding = 3
+	fieldTypeMetaVersion = 1
+	fieldTypeMetaKind    = 2
+)
+
+// keepsAnnotation tells the annotations a cached pod keeps: the pod-deletion-cost
+// annotation that ranks pods for scale-down, and the annotation that marks the end of
+// the initial events of a streaming list (it only ever appears on the bookmark that
+// ends them, which is not cached, but which the informer must see).
+func keepsAnnotation(key string) bool {
+	return key == podranking.DeletionCostAnnotation || key == metav1.InitialEventsAnnotationKey
+}
+
+// appendPod keeps what Trim keeps of an encoded pod.
+func appendPod(dst, src []byte) ([]byte, error) {
+	return keepFields(dst, src, func(dst []byte, f field) ([]byte, error) {
+		switch f.num {
+		case fieldMetadata:
+			return appendMessage(dst, f, appendPodMeta)
+		case fieldSpec:
+			return appendMessage(dst, f, appendPodSpec)
+		case fieldStatus:
+			return appendMessage(dst, f, appendPodStatus)
+		}
+		return dst, nil
+	})
+}
+
+// appendObject keeps all of an encoded object but the managedFields.
+func appendObject(dst, src []byte) ([]byte, error) {
+	return keepFields(dst, src, func(dst []byte, f field) ([]byte, error) {
+		if f.num == fieldMetadata {
+			return appendMessage(dst, f, appendObjectMeta)
+		}
+		return append(dst, f.all...), nil
+	})
+}
+
+// appendList returns a filter for an encoded list that keeps what item keeps of every
+// item.
+func appendList(item filter) filter {
+	return func(dst, src []byte) ([]byte, error) {
+		return keepFields(dst, src, func(dst []byte, f field) ([]byte, error) {
+			if f.num == fieldListItems {
+				return appendMessage(dst, f, item)
+			}
+			return append(dst, f.all...), nil
+		})
+	}
+}
+
+func appendObjectMeta(dst, src []byte) ([]byte, error) {
+	return keepFields(dst, src, func(dst []byte, f field) ([]byte, error) {
+		if f.num == fieldManagedFields {
+			return dst, nil
+		}
+		return append(dst, f.all...), nil
+	})
+}
+
+func appendPodMeta(dst, src []byte) ([]byte, error) {
+	return keepFields(dst, src, func(dst []byte, f field) ([]byte, error) {
+		switch f.num {
+		case fieldManagedFields:
+			return dst, nil
+		case fieldAnnotations:
+			key, err := bytesField(f.data, fieldMapKey)
+			if err != nil || !keepsAnnotation(string(key)) {
+				return dst, err
+			}
+		}
+		return append(dst, f.all...), nil
+	})
+}
+
+func appendPodSpec(dst, src []byte) ([]byte, error) {
+	return keepFields(dst, src, func(dst []byte, f field) ([]byte, error) {
+		switch f.num {
+		case fieldNodeName, fieldHostname, fieldSubdomain:
+			return append(dst, f.all...), nil
+		case fieldContainers, fieldInitContainers:
+			return appendMessage(dst, f, keepContainer)
+		}
+		return dst, nil
+	})
+}
+
+var (
+	keepContainer       = keepOnly(fieldContainerName, fieldContainerPorts, fieldContainerRestartPolicy)
+	keepReadyCondition  = keepOnly(fieldConditionType, fieldConditionStatus, fieldConditionLastTransitionTime)
+	keepContainerStatus = keepOnly(fieldContainerStatusName, fieldContainerStatusReady, fieldContainerStatusRestartCount)
+)
+
+func appendPodStatus(dst, src []byte) ([]byte, error) {
+	readySeen := false
+	return keepFields(dst, src, func(dst []byte, f field) ([]byte, error) {
+		switch f.num {
+		case fieldPhase, fieldPodIP, fieldPodIPs:
+			return append(dst, f.all...), nil
+		case fieldConditions:
+			// Only the first Ready condition, as Trim.
+			conditionType, err := bytesField(f.data, fieldConditionType)
+			if err != nil || readySeen || string(conditionType) != string(v1.PodReady) {
+				return dst, err
+			}
+			readySeen = true
+			return appendMessage(dst, f, keepReadyCondition)
+		case fieldContainerStatuses, fieldInitContainerStatuses:
+			return appendMessage(dst, f, keepContainerStatus)
+		}
+		return dst, nil
+	})
+}
+
+// keepOnly returns a filter that keeps the fields nums, whole.
+func keepOnly(nums ...uint64) filter {
+	return func(dst, src []byte) ([]byte, error) {
+		return keepFields(dst, src, func(dst []byte, f field) ([]byte, error) {
+			for _, n := range nums {
+				if f.num == n {
+					return append(dst, f.all...), nil
+				}
+			}
+			return dst, nil
+		})
+	}
+}
+
+// keepFields calls keep with every field of src in turn.
+func keepFields(dst, src []byte, keep func(dst []byte, f field) ([]byte, error)) ([]byte, error) {
+	for len(src) > 0 {
+		f, rest, err := nextField(src)
+		if err != nil {
+			return nil, err
+		}
+		if dst, err = keep(dst, f); err != nil {
+			return nil, err
+		}
+		src = rest
+	}
+	return dst, nil
+}
+
+// protobufMessage is a generated Kubernetes type.
+type protobufMessage interface {
+	runtime.Object
+	Reset()
+	Unmarshal([]byte) error
+}
+
+// decodedKind is what the Decoder knows of one kind: how to make an empty object of
+// it, and what to keep of its encoding.
+type decodedKind struct {
+	newObject func() protobufMessage
+	keep      filter
+}
+
+// decodedKinds are the kinds the Decoder trims, by apiVersion and kind.
+var decodedKinds = map[[2]string]decodedKind{
+	{"v1", "Pod"}:                 {func() protobufMessage { return &v1.Pod{} }, appendPod},
+	{"v1", "PodList"}:             {func() protobufMessage { return &v1.PodList{} }, appendList(appendPod)},
+	{"v1", "Service"}:             {func() protobufMessage { return &v1.Service{} }, appendObject},
+	{"v1", "ServiceList"}:         {func() protobufMessage { return &v1.ServiceList{} }, appendList(appendObject)},
+	{"v1", "Endpoints"}:           {func() protobufMessage { return &v1.Endpoints{} }, appendObject},
+	{"v1", "EndpointsList"}:       {func() protobufMessage { return &v1.EndpointsList{} }, appendList(appendObject)},
+	{"apps/v1", "ReplicaSet"}:     {func() protobufMessage { return &appsv1.ReplicaSet{} }, appendObject},
+	{"apps/v1", "ReplicaSetList"}: {func() protobufMessage { return &appsv1.ReplicaSetList{} }, appendList(appendObject)},
+	{"apps/v1", "Deployment"}:     {func() protobufMessage { return &appsv1.Deployment{} }, appendObject},
+	{"apps/v1", "DeploymentList"}: {func() protobufMessage { return &appsv1.DeploymentList{} }, appendList(appendObject)},
+}
+
+// protobufPrefix starts every object in Kubernetes' protobuf encoding.
+var protobufPrefix = []byte{0x6b, 0x38, 0x73, 0x00}
+
+// Decoder decodes pods and the other cached kinds trimmed, when they come in Kubernetes'
+// protobuf encoding, and everything else with the wrapped decoder. It is meant for the
+// informers' client only: a client that writes objects back must see them whole.
+type Decoder struct {
+	runtime.Decoder
+}
+
+// Decode implements runtime.Decoder.
+func (d Decoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	if obj, gvk, ok := decodeTrimmed(data, into); ok {
+		return obj, gvk, nil
+	}
+	return d.Decoder.Decode(data, defaults, into)
+}
+
+// decodeTrimmed decodes data trimmed if it can; if it cannot (another encoding or kind,
+// an into of another type, or anything unexpected), it says so and the whole decoder
+// takes over, which also reports any error in data.
+func decodeTrimmed(data []byte, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, bool) {
+	if !bytes.HasPrefix(data, protobufPrefix) {
+		return nil, nil, false
+	}
+	apiVersion, kind, raw, ok := unwrap(data[len(protobufPrefix):])
+	if !ok {
+		return nil, nil, false
+	}
+	known, ok := decodedKinds[[2]string{apiVersion, kind}]
+	if !ok {
+		return nil, nil, false
+	}
+	obj := known.newObject()
+	if into != nil {
+		same, ok := into.(protobufMessage)
+		if !ok || reflect.TypeOf(same) != reflect.TypeOf(obj) {
+			return nil, nil, false
+		}
+		obj = same
+	}
+	// The generated decoders copy what they keep, so the buffer can be reused.
+	buf := buffers.Get().(*[]byte)
+	defer buffers.Put(buf)
+	trimmed, err := known.keep((*buf)[:0], raw)
+	if err != nil {
+		return nil, nil, false
+	}
+	*buf = trimmed
+	obj.Reset()
+	if err := obj.Unmarshal(trimmed); err != nil {
+		return nil, nil, false
+	}
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return nil, nil, false
+	}
+	return obj, &schema.GroupVersionKind{Group: gv.Group, Version: gv.Version, Kind: kind}, true
+}
+
+var buffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// unwrap returns the apiVersion, kind and encoded object of a runtime.Unknown envelope.
+func unwrap(src []byte) (apiVersion, kind string, raw []byte, ok bool) {
+	for len(src) > 0 {
+		f, rest, err := nextField(src)
+		if err != nil || f.typ != wireBytes && (f.num == fieldUnknownTypeMeta || f.num == fieldUnknownRaw) {
+			return "", "", nil, false
+		}
+		switch f.num {
+		case fieldUnknownTypeMeta:
+			version, err := bytesField(f.data, fieldTypeMetaVersion)
+			if err != nil {
+				return "", "", nil, false
+			}
+			k, err := bytesField(f.data, fieldTypeMetaKind)
+			if err != nil {
+				return "", "", nil, false
+			}
+			apiVersion, kind = string(version), string(k)
+		case fieldUnknownRaw:
+			raw = f.data
+		case fieldUnknownEncoding:
+			if len(f.data) > 0 {
+				return "", "", nil, false // compressed or otherwise encoded: not ours to read
+			}
+		}
+		src = rest
+	}
+	return apiVersion, kind, raw, true
+}
+
+// NegotiatedSerializer gives a REST client the Decoder for every encoding the wrapped
+// serializer supports.
+type NegotiatedSerializer struct {
+	runtime.NegotiatedSerializer
+}
+
+// DecoderToVersion implements runtime.NegotiatedSerializer.
+func (s NegotiatedSerializer) DecoderToVersion(decoder runtime.Decoder, gv runtime.GroupVersioner) runtime.Decoder {
+	return Decoder{s.NegotiatedSerializer.DecoderToVersion(decoder, gv)}
+}
