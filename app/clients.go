@@ -3,8 +3,17 @@ package app
 import (
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/mini-kcm/mini-kcm/controllers/cachedpod"
 )
 
 // clientBuilder hands out one client per named user (a controller, the shared
@@ -31,3 +40,55 @@ func (b clientBuilder) Client(name string) (kubernetes.Interface, error) {
 	}
 	return client, nil
 }
+
+// informerClient returns the clientset of the shared informers. It decodes pods, and
+// the other kinds the controllers cache, trimmed to what the controllers read (see
+// package cachedpod), so that the informers never spend time and memory on the rest.
+// It must only read: an object it decoded and wrote back would lose what was trimmed.
+func (b clientBuilder) informerClient(name string) (kubernetes.Interface, error) {
+	cfg := b.Config(name)
+	// Watches over HTTP/1.1, each on a connection of its own: the watching goroutine
+	// then reads and decodes straight from its connection, where over HTTP/2 every
+	// event is first read by the connection's reader goroutine and handed over through
+	// a pipe, which costs more CPU than decoding the event. It also keeps the watch
+	// streams off the connection the controllers write through.
+	cfg.NextProtos = []string{"http/1.1"}
+	wrap := func(err error) error { return fmt.Errorf("building the Kubernetes client for %q: %w", name, err) }
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	// One token bucket for all API groups, as kubernetes.NewForConfig does.
+	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
+	whole, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	trimmed := func(gv schema.GroupVersion, apiPath string) (*rest.RESTClient, error) {
+		c := rest.CopyConfig(cfg)
+		c.GroupVersion, c.APIPath = &gv, apiPath
+		c.NegotiatedSerializer = cachedpod.NegotiatedSerializer{
+			NegotiatedSerializer: rest.CodecFactoryForGeneratedClient(scheme.Scheme, scheme.Codecs).WithoutConversion(),
+		}
+		return rest.RESTClientForConfigAndClient(c, httpClient)
+	}
+	core, err := trimmed(corev1.SchemeGroupVersion, "/api")
+	if err != nil {
+		return nil, wrap(err)
+	}
+	apps, err := trimmed(appsv1.SchemeGroupVersion, "/apis")
+	if err != nil {
+		return nil, wrap(err)
+	}
+	return trimmingClientset{Interface: whole, core: corev1client.New(core), apps: appsv1client.New(apps)}, nil
+}
+
+// trimmingClientset is a clientset whose core and apps clients decode trimmed.
+type trimmingClientset struct {
+	kubernetes.Interface
+	core corev1client.CoreV1Interface
+	apps appsv1client.AppsV1Interface
+}
+
+func (c trimmingClientset) CoreV1() corev1client.CoreV1Interface { return c.core }
+func (c trimmingClientset) AppsV1() appsv1client.AppsV1Interface { return c.apps }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -36,6 +37,8 @@ type controllerManager struct {
 	config controllers.Config
 	// clients builds one client per controller.
 	clients controllers.ClientBuilder
+	// informerClient builds the read-only client of the shared informers.
+	informerClient func(name string) (kubernetes.Interface, error)
 	// events hands out recorders on the process's event broadcaster.
 	events controllers.EventRecorders
 	// minResyncPeriod is the lower bound of the informers' jittered resync period.
@@ -55,7 +58,7 @@ func (m *controllerManager) run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	m.readiness.setLeading()
 
-	informerClient, err := m.clients.Client("shared-informers")
+	informerClient, err := m.informerClient("shared-informers")
 	if err != nil {
 		return err
 	}

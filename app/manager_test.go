@@ -99,10 +99,12 @@ func newTestManager(t *testing.T, client *fake.Clientset, descriptors ...control
 	if err != nil {
 		t.Fatal(err)
 	}
+	clients := &fakeClients{client: client}
 	return &controllerManager{
 		registry:        reg,
 		enabled:         reg.Names(),
-		clients:         &fakeClients{client: client},
+		clients:         clients,
+		informerClient:  clients.Client,
 		events:          fakeRecorders{},
 		minResyncPeriod: time.Hour,
 		shutdownTimeout: 10 * time.Second,

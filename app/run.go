@@ -110,6 +110,7 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 		enabled:         cfg.EnabledControllers,
 		config:          cfg.Controllers,
 		clients:         clients,
+		informerClient:  clients.informerClient,
 		events:          events,
 		minResyncPeriod: cfg.MinResyncPeriod,
 		shutdownTimeout: cfg.ControllerShutdownTimeout,
