@@ -11,9 +11,9 @@ import (
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/mini-kcm/mini-kcm/controllers/cachedpod"
+	"github.com/mini-kcm/mini-kcm/controllers/throttle"
 )
 
 // clientBuilder hands out one client per named user (a controller, the shared
@@ -25,10 +25,12 @@ type clientBuilder struct {
 	base *rest.Config
 }
 
-// Config returns a copy of the base configuration with the user agent of name.
+// Config returns a copy of the base configuration with the user agent of name and a
+// rate limiter of its own, one that controllers can pay ahead (package throttle).
 func (b clientBuilder) Config(name string) *rest.Config {
 	cfg := rest.CopyConfig(b.base)
 	cfg.UserAgent = userAgent(name)
+	cfg.RateLimiter = throttle.New(cfg.QPS, cfg.Burst)
 	return cfg
 }
 
@@ -58,8 +60,6 @@ func (b clientBuilder) informerClient(name string) (kubernetes.Interface, error)
 	if err != nil {
 		return nil, wrap(err)
 	}
-	// One token bucket for all API groups, as kubernetes.NewForConfig does.
-	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
 	whole, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
 	if err != nil {
 		return nil, wrap(err)

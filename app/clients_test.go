@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+
+	"github.com/mini-kcm/mini-kcm/controllers/throttle"
 )
 
 func TestInformerClientDecodesTrimmed(t *testing.T) {
@@ -66,5 +68,20 @@ func TestInformerClientDecodesTrimmed(t *testing.T) {
 	}
 	if rs := gotRS.Items[0]; rs.Name != "rs" || rs.Annotations["a"] != "b" || rs.ManagedFields != nil {
 		t.Errorf("ReplicaSet not decoded without managedFields only: %+v", rs)
+	}
+}
+
+func TestEveryClientHasARateLimiterOfItsOwnThatCanBePaidAhead(t *testing.T) {
+	builder := clientBuilder{base: &rest.Config{Host: "https://127.0.0.1:1", QPS: 5, Burst: 10}}
+	a, err := builder.Client("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := builder.Client("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if throttle.Of(a) == nil || throttle.Of(b) == nil || throttle.Of(a) == throttle.Of(b) {
+		t.Errorf("limiters %p and %p, want two of package throttle", throttle.Of(a), throttle.Of(b))
 	}
 }

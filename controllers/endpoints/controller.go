@@ -31,6 +31,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
+	"github.com/mini-kcm/mini-kcm/controllers/throttle"
 )
 
 const (
@@ -91,6 +92,9 @@ func (r *runner) Run(ctx context.Context) { r.controller.Run(ctx, r.workers) }
 type Controller struct {
 	// client writes Endpoints.
 	client kubernetes.Interface
+	// limiter is client's rate limiter, which lets a sync wait for it before building
+	// its write; nil (a fake client) builds the write once and lets the client wait.
+	limiter *throttle.Limiter
 	// recorder emits FailedToCreateEndpoint and FailedToUpdateEndpoint events.
 	recorder record.EventRecorder
 	// caches reports which informers are still syncing; nil is fine (tests).
@@ -134,6 +138,7 @@ func NewController(ctx context.Context, podInformer coreinformers.PodInformer, s
 	batchPeriod time.Duration) (*Controller, error) {
 	c := &Controller{
 		client:          client,
+		limiter:         throttle.Of(client),
 		recorder:        recorder,
 		serviceLister:   serviceInformer.Lister(),
 		endpointsLister: endpointsInformer.Lister(),

@@ -43,28 +43,73 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 		logger.V(2).Info("Finished syncing service endpoints", "service", klog.KRef(namespace, name), "duration", time.Since(start))
 	}()
 
-	service, err := c.serviceLister.Services(namespace).Get(name)
-	if apierrors.IsNotFound(err) {
+	w, err := c.planWrite(logger, namespace, name, time.Time{})
+	if err != nil || w == nil {
+		return err
+	}
+	if c.limiter != nil {
+		// Wait for the client's rate limit before building the write for good, not
+		// after: pods that change while we wait are then in this write rather than in
+		// the next (see package throttle).
+		if ctx, err = c.limiter.Prepay(ctx); err != nil {
+			return err
+		}
+		if w, err = c.planWrite(logger, namespace, name, w.triggerTime); err != nil || w == nil {
+			return err
+		}
+	}
+	if w.serviceGone {
 		return c.deleteEndpoints(ctx, namespace, name)
 	}
+	return c.writeEndpoints(ctx, w)
+}
+
+// endpointsWrite is the write a sync decided on.
+type endpointsWrite struct {
+	// serviceGone says that the Service no longer exists and its Endpoints go too.
+	serviceGone bool
+	service     *v1.Service
+	// current is the Endpoints in the cache, or an empty one (create) if there is none.
+	current *v1.Endpoints
+	create  bool
+	// updated is what to write.
+	updated *v1.Endpoints
+	// triggerTime is the earliest change the write publishes.
+	triggerTime     time.Time
+	ready, notReady int
+}
+
+// planWrite reads the Service, its pods and its Endpoints from the caches and returns
+// the write that brings the Endpoints in line, or nil if there is nothing to write. A
+// plan made again after an earlier one passes that one's trigger time, since the
+// write publishes the changes both saw.
+func (c *Controller) planWrite(logger klog.Logger, namespace, name string, earlierTrigger time.Time) (*endpointsWrite, error) {
+	key := namespace + "/" + name
+	service, err := c.serviceLister.Services(namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		return &endpointsWrite{serviceGone: true}, nil
+	}
 	if err != nil {
-		return fmt.Errorf("getting service %s: %w", key, err)
+		return nil, fmt.Errorf("getting service %s: %w", key, err)
 	}
 	// ExternalName Services have no endpoints (kubernetes#105986). Services without
 	// a selector get Endpoints written by someone else, which we leave alone. (The API
 	// stores an empty selector as nil; only an empty selector from elsewhere, a test
 	// say, reaches the list below and selects every pod of the namespace.)
 	if service.Spec.Type == v1.ServiceTypeExternalName || service.Spec.Selector == nil {
-		return nil
+		return nil, nil
 	}
 
 	pods, err := podsSelectedBy(c.podIndexer, namespace, service.Spec.Selector)
 	if err != nil {
-		return fmt.Errorf("listing pods of service %s: %w", key, err)
+		return nil, fmt.Errorf("listing pods of service %s: %w", key, err)
 	}
 	// Observed before deciding whether to write, so that a no-op sync still moves the
 	// tracker on and a later write does not report a change that was already published.
 	triggerTime := c.triggerTimes.observe(service, pods)
+	if triggerTime.IsZero() || !earlierTrigger.IsZero() && earlierTrigger.Before(triggerTime) {
+		triggerTime = earlierTrigger
+	}
 	desired, ready, notReady := subsetsFor(logger, service, pods)
 
 	current, err := c.endpointsLister.Endpoints(namespace).Get(name)
@@ -72,50 +117,65 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 	case apierrors.IsNotFound(err):
 		current = &v1.Endpoints{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
 	case err != nil:
-		return fmt.Errorf("getting endpoints %s: %w", key, err)
+		return nil, fmt.Errorf("getting endpoints %s: %w", key, err)
 	case c.staleEndpoints.isStale(current):
-		return fmt.Errorf("endpoints cache is out of date: resourceVersion %s of %s was already replaced", current.ResourceVersion, key)
+		return nil, fmt.Errorf("endpoints cache is out of date: resourceVersion %s of %s was already replaced", current.ResourceVersion, key)
 	}
 	create := current.ResourceVersion == ""
 
 	if !create && upToDate(current, desired, service) {
 		logger.V(4).Info("Endpoints are up to date", "service", klog.KObj(service))
-		return nil
+		return nil, nil
 	}
+	return &endpointsWrite{
+		service:     service,
+		current:     current,
+		create:      create,
+		updated:     desiredEndpoints(current, desired, service, triggerTime),
+		triggerTime: triggerTime,
+		ready:       ready,
+		notReady:    notReady,
+	}, nil
+}
 
-	updated := desiredEndpoints(current, desired, service, triggerTime)
-	logger.V(4).Info("Writing endpoints", "service", klog.KObj(service), "create", create, "ready", ready, "notReady", notReady)
-	if create {
-		_, err = c.client.CoreV1().Endpoints(namespace).Create(ctx, updated, metav1.CreateOptions{})
+// writeEndpoints creates or updates the Endpoints as planned, and reports a failure
+// as a Warning event on them.
+func (c *Controller) writeEndpoints(ctx context.Context, w *endpointsWrite) error {
+	logger := klog.FromContext(ctx)
+	namespace, name := w.current.Namespace, w.current.Name
+	logger.V(4).Info("Writing endpoints", "service", klog.KObj(w.service), "create", w.create, "ready", w.ready, "notReady", w.notReady)
+	var err error
+	if w.create {
+		_, err = c.client.CoreV1().Endpoints(namespace).Create(ctx, w.updated, metav1.CreateOptions{})
 	} else {
 		var written *v1.Endpoints
-		written, err = c.client.CoreV1().Endpoints(namespace).Update(ctx, updated, metav1.UpdateOptions{})
+		written, err = c.client.CoreV1().Endpoints(namespace).Update(ctx, w.updated, metav1.UpdateOptions{})
 		// Remember the version we replaced, so that the next sync waits for the cache
 		// to catch up rather than diffing against it. An update that changed nothing
 		// (an admission webhook reverted it, say) keeps its version and is not stale.
-		if err == nil && written.ResourceVersion != current.ResourceVersion {
-			c.staleEndpoints.markStale(current)
+		if err == nil && written.ResourceVersion != w.current.ResourceVersion {
+			c.staleEndpoints.markStale(w.current)
 		}
 	}
 	if err == nil {
 		return nil
 	}
 
-	if create && apierrors.IsForbidden(err) {
+	if w.create && apierrors.IsForbidden(err) {
 		// Forbidden is mostly a terminating namespace, where creates keep failing until
 		// it is gone, so the key is dropped; otherwise RBAC is broken and the user needs
 		// to see it.
-		logger.V(5).Info("Forbidden from creating endpoints", "service", klog.KObj(service), "err", err)
+		logger.V(5).Info("Forbidden from creating endpoints", "service", klog.KObj(w.service), "err", err)
 		if apierrors.HasStatusCause(err, v1.NamespaceTerminatingCause) {
 			return nil
 		}
 	}
-	if create {
-		c.recorder.Eventf(updated, v1.EventTypeWarning, "FailedToCreateEndpoint", "Failed to create endpoint for service %s/%s: %v", namespace, name, err)
-		return fmt.Errorf("creating endpoints %s: %w", key, err)
+	if w.create {
+		c.recorder.Eventf(w.updated, v1.EventTypeWarning, "FailedToCreateEndpoint", "Failed to create endpoint for service %s/%s: %v", namespace, name, err)
+		return fmt.Errorf("creating endpoints %s/%s: %w", namespace, name, err)
 	}
-	c.recorder.Eventf(updated, v1.EventTypeWarning, "FailedToUpdateEndpoint", "Failed to update endpoint %s/%s: %v", namespace, name, err)
-	return fmt.Errorf("updating endpoints %s: %w", key, err)
+	c.recorder.Eventf(w.updated, v1.EventTypeWarning, "FailedToUpdateEndpoint", "Failed to update endpoint %s/%s: %v", namespace, name, err)
+	return fmt.Errorf("updating endpoints %s/%s: %w", namespace, name, err)
 }
 
 // deleteEndpoints deletes the Endpoints of a Service that no longer exists, whoever made
