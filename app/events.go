@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
 )
 
 // correlatorOptions spells out client-go's defaults, so that the event spam filter and
@@ -30,8 +31,9 @@ type eventRecorders struct {
 	broadcaster record.EventBroadcaster
 }
 
-// startEvents starts recording events to the core/v1 Events API through client and
-// logging them at V(3), the level upstream controllers log their events at. The
+// startEvents starts recording events to the core/v1 Events API through client and,
+// with -v=3 or more, logging them at V(3), the level upstream controllers log their
+// events at. The
 // broadcaster ignores ctx's cancellation, so events recorded during shutdown (such as
 // "stopped leading") are still sent; call shutdown last.
 func startEvents(ctx context.Context, client kubernetes.Interface) *eventRecorders {
@@ -39,7 +41,11 @@ func startEvents(ctx context.Context, client kubernetes.Interface) *eventRecorde
 		record.WithContext(context.WithoutCancel(ctx)),
 		record.WithCorrelatorOptions(correlatorOptions),
 	)
-	broadcaster.StartStructuredLogging(3)
+	// The verbosity is fixed at start (nothing serves /debug/flags/v), so without -v=3
+	// the logging watcher would only pass every event through one more goroutine.
+	if klog.FromContext(ctx).V(3).Enabled() {
+		broadcaster.StartStructuredLogging(3)
+	}
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	return &eventRecorders{broadcaster: broadcaster}
 }
