@@ -74,7 +74,7 @@ type Phase struct {
 	// patches) takes seconds itself, the same for both controller managers.
 	FromLastChange bool `json:"fromLastChange,omitempty"`
 	// ConvergeSeconds is the time from the action (its end if FromLastChange) until the
-	// cluster converged.
+	// cluster converged: until the benchmark's caches saw the change that completed it.
 	ConvergeSeconds float64 `json:"convergeSeconds"`
 	// CPUSeconds is the controller manager's CPU time in the phase.
 	CPUSeconds float64 `json:"cpuSeconds"`
