@@ -59,7 +59,14 @@ func Trim(pod *v1.Pod) {
 	for _, c := range pod.Status.Conditions {
 		if c.Type == v1.PodReady {
 			// Reason and message are for people; the controllers read status and time.
-			conditions = []v1.PodCondition{{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime}}
+			kept := v1.PodCondition{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime}
+			if len(pod.Status.Conditions) == 1 {
+				// Reuse the slice: a pod the Decoder trimmed has only this condition.
+				conditions = pod.Status.Conditions
+				conditions[0] = kept
+			} else {
+				conditions = []v1.PodCondition{kept}
+			}
 			break
 		}
 	}
