@@ -33,9 +33,8 @@ type eventRecorders struct {
 
 // startEvents starts recording events to the core/v1 Events API through client and,
 // with -v=3 or more, logging them at V(3), the level upstream controllers log their
-// events at. The
-// broadcaster ignores ctx's cancellation, so events recorded during shutdown (such as
-// "stopped leading") are still sent; call shutdown last.
+// events at. The broadcaster ignores ctx's cancellation, so events recorded during
+// shutdown (such as "stopped leading") are still sent; call shutdown last.
 func startEvents(ctx context.Context, client kubernetes.Interface) *eventRecorders {
 	broadcaster := record.NewBroadcaster(
 		record.WithContext(context.WithoutCancel(ctx)),

@@ -21,9 +21,8 @@
 // (see protobuf.go); the informers' transform still calls Trim for pods that come in
 // another encoding. A controller that starts reading another pod field must add it to
 // both (and to their tests, which check that they agree); it would otherwise see the
-// field empty. Cached pods are never written back:
-// controllers change pods only through patches and deletes, so nothing trimmed here
-// can be lost on the apiserver.
+// field empty. Cached pods are never written back: controllers change pods only
+// through patches and deletes, so nothing trimmed here can be lost on the apiserver.
 package cachedpod
 
 import (
