@@ -213,25 +213,34 @@ type protobufMessage interface {
 	Unmarshal([]byte) error
 }
 
-// decodedKind is what the Decoder knows of one kind: how to make an empty object of
-// it, and what to keep of its encoding.
+// decodedKind is what the Decoder knows of one kind: its Go type, how to make an empty
+// object of it, and what to keep of its encoding.
 type decodedKind struct {
+	typ       reflect.Type
 	newObject func() protobufMessage
 	keep      filter
 }
 
+func kindOf[T any, PT interface {
+	*T
+	protobufMessage
+}](keep filter) decodedKind {
+	return decodedKind{typ: reflect.TypeFor[PT](), newObject: func() protobufMessage { return PT(new(T)) }, keep: keep}
+}
+
 // decodedKinds are the kinds the Decoder trims, by apiVersion and kind.
 var decodedKinds = map[[2]string]decodedKind{
-	{"v1", "Pod"}:                 {func() protobufMessage { return &v1.Pod{} }, appendPod},
-	{"v1", "PodList"}:             {func() protobufMessage { return &v1.PodList{} }, appendList(appendPod)},
-	{"v1", "Service"}:             {func() protobufMessage { return &v1.Service{} }, appendObject},
-	{"v1", "ServiceList"}:         {func() protobufMessage { return &v1.ServiceList{} }, appendList(appendObject)},
-	{"v1", "Endpoints"}:           {func() protobufMessage { return &v1.Endpoints{} }, appendObject},
-	{"v1", "EndpointsList"}:       {func() protobufMessage { return &v1.EndpointsList{} }, appendList(appendObject)},
-	{"apps/v1", "ReplicaSet"}:     {func() protobufMessage { return &appsv1.ReplicaSet{} }, appendObject},
-	{"apps/v1", "ReplicaSetList"}: {func() protobufMessage { return &appsv1.ReplicaSetList{} }, appendList(appendObject)},
-	{"apps/v1", "Deployment"}:     {func() protobufMessage { return &appsv1.Deployment{} }, appendObject},
-	{"apps/v1", "DeploymentList"}: {func() protobufMessage { return &appsv1.DeploymentList{} }, appendList(appendObject)},
+	{"v1", "Pod"}:         kindOf[v1.Pod](appendPod),
+	{"v1", "PodList"}:     kindOf[v1.PodList](appendList(appendPod)),
+	{"v1", "Service"}:     kindOf[v1.Service](appendObject),
+	{"v1", "ServiceList"}: kindOf[v1.ServiceList](appendList(appendObject)),
+	//lint:ignore SA1019 the Endpoints controller maintains the deprecated Endpoints API.
+	{"v1", "Endpoints"}:           kindOf[v1.Endpoints](appendObject),
+	{"v1", "EndpointsList"}:       kindOf[v1.EndpointsList](appendList(appendObject)),
+	{"apps/v1", "ReplicaSet"}:     kindOf[appsv1.ReplicaSet](appendObject),
+	{"apps/v1", "ReplicaSetList"}: kindOf[appsv1.ReplicaSetList](appendList(appendObject)),
+	{"apps/v1", "Deployment"}:     kindOf[appsv1.Deployment](appendObject),
+	{"apps/v1", "DeploymentList"}: kindOf[appsv1.DeploymentList](appendList(appendObject)),
 }
 
 // protobufPrefix starts every object in Kubernetes' protobuf encoding.
@@ -267,13 +276,13 @@ func decodeTrimmed(data []byte, into runtime.Object) (runtime.Object, *schema.Gr
 	if !ok {
 		return nil, nil, false
 	}
-	obj := known.newObject()
-	if into != nil {
-		same, ok := into.(protobufMessage)
-		if !ok || reflect.TypeOf(same) != reflect.TypeOf(obj) {
-			return nil, nil, false
-		}
+	var obj protobufMessage
+	if into == nil {
+		obj = known.newObject()
+	} else if same, ok := into.(protobufMessage); ok && reflect.TypeOf(same) == known.typ {
 		obj = same
+	} else {
+		return nil, nil, false
 	}
 	// The generated decoders copy what they keep, so the buffer can be reused.
 	buf := buffers.Get().(*[]byte)
