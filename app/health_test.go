@@ -144,9 +144,7 @@ func TestAPIServerProbeReportsTheLastAnswer(t *testing.T) {
 }
 
 func TestUnreachableAPIServerFailsTheStartWithAClearMessage(t *testing.T) {
-	apiserver := httptest.NewServer(http.NotFoundHandler())
-	url := apiserver.URL
-	apiserver.Close() // nothing listens here any more
+	url := refusingAPIServer
 	p := newAPIServerProbe(restClientFor(t, url), url)
 	start := time.Now()
 	err := p.waitUntilHealthy(context.Background(), time.Second)
@@ -164,7 +162,7 @@ func TestUnreachableAPIServerFailsTheStartWithAClearMessage(t *testing.T) {
 }
 
 func TestShutdownWhileWaitingForTheAPIServerIsNotAnError(t *testing.T) {
-	p := newAPIServerProbe(restClientFor(t, "http://127.0.0.1:1"), "http://127.0.0.1:1")
+	p := newAPIServerProbe(restClientFor(t, refusingAPIServer), refusingAPIServer)
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(300*time.Millisecond, cancel)
 	if err := p.waitUntilHealthy(ctx, time.Minute); !errors.Is(err, context.Canceled) {

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -15,14 +14,16 @@ import (
 	"github.com/mini-kcm/mini-kcm/options"
 )
 
+// refusingAPIServer is an address that refuses connections. A port freed by closing a
+// test server would not do: it is in the ephemeral range, where a process starting
+// beside the tests (another package's control plane) may be given it.
+const refusingAPIServer = "http://127.0.0.1:1"
+
 // unreachableConfig returns a configuration whose apiserver address refuses connections.
 func unreachableConfig(t *testing.T) *options.Config {
 	t.Helper()
-	server := httptest.NewServer(nil)
-	host := server.URL
-	server.Close()
 	return &options.Config{
-		RESTConfig:     &rest.Config{Host: host, QPS: 20, Burst: 30},
+		RESTConfig:     &rest.Config{Host: refusingAPIServer, QPS: 20, Burst: 30},
 		LeaderElection: *options.NewLeaderElectionOptions(),
 		Serving:        options.ServingConfig{Port: 0},
 	}
