@@ -25,7 +25,9 @@ BIN_DIR := $(MINI_KCM_BIN_DIR)
 
 .PHONY: build
 build: ## Build bin/mini-kcm with the version stamped in.
-	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/mini-kcm ./cmd/mini-kcm
+	@# Static, like the image and the control-plane binaries (and so the upstream
+	@# kube-controller-manager that make bench compares against).
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/mini-kcm ./cmd/mini-kcm
 
 .PHONY: control-plane
 control-plane: ## Build etcd, kube-apiserver, kube-scheduler and kwok from source if missing.
