@@ -6,6 +6,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/mini-kcm/mini-kcm/controllers"
 )
 
 // PodControllerIndex is the name of the pod informer index that maps a controller to the
@@ -24,17 +26,12 @@ func PodControllerIndexKey(namespace string, ref *metav1.OwnerReference) string 
 // AddPodControllerIndexer adds PodControllerIndex to a (shared) pod informer unless
 // another controller already did. Call it from a constructor, before the informer starts.
 func AddPodControllerIndexer(informer cache.SharedIndexInformer) error {
-	if _, exists := informer.GetIndexer().GetIndexers()[PodControllerIndex]; exists {
-		return nil
-	}
-	return informer.AddIndexers(cache.Indexers{
-		PodControllerIndex: func(obj any) ([]string, error) {
-			pod, ok := obj.(*v1.Pod)
-			if !ok {
-				return nil, nil
-			}
-			return []string{PodControllerIndexKey(pod.Namespace, metav1.GetControllerOfNoCopy(pod))}, nil
-		},
+	return controllers.AddIndexerOnce(informer, PodControllerIndex, func(obj any) ([]string, error) {
+		pod, ok := obj.(*v1.Pod)
+		if !ok {
+			return nil, nil
+		}
+		return []string{PodControllerIndexKey(pod.Namespace, metav1.GetControllerOfNoCopy(pod))}, nil
 	})
 }
 

@@ -155,12 +155,12 @@ func NewController(ctx context.Context, podInformer coreinformers.PodInformer, s
 		triggerTimes:     newTriggerTimeTracker(),
 		staleEndpoints:   newStaleEndpointsTracker(),
 	}
-	if err := addPodLabelIndexer(podInformer.Informer()); err != nil {
-		return nil, err
+	if err := controllers.AddIndexerOnce(podInformer.Informer(), podLabelIndex, podLabelIndexValues); err != nil {
+		return nil, fmt.Errorf("adding the pod label index: %w", err)
 	}
 	c.podIndexer = podInformer.Informer().GetIndexer()
-	if err := addServiceSelectorIndexer(serviceInformer.Informer()); err != nil {
-		return nil, err
+	if err := controllers.AddIndexerOnce(serviceInformer.Informer(), serviceSelectorIndex, serviceSelectorIndexValues); err != nil {
+		return nil, fmt.Errorf("adding the service selector index: %w", err)
 	}
 	c.serviceIndexer = serviceInformer.Informer().GetIndexer()
 

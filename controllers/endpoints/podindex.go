@@ -1,8 +1,6 @@
 package endpoints
 
 import (
-	"fmt"
-
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
@@ -16,18 +14,6 @@ import (
 // every pod of the namespace: with 4000 pods and 200 Services in one namespace that
 // scan was two thirds of the controller's CPU while readiness changed.
 const podLabelIndex = "endpoints-pod-label"
-
-// addPodLabelIndexer adds podLabelIndex to the pod informer unless another controller
-// sharing the informer added it already. The informer must not have started.
-func addPodLabelIndexer(informer cache.SharedIndexInformer) error {
-	if _, exists := informer.GetIndexer().GetIndexers()[podLabelIndex]; exists {
-		return nil
-	}
-	if err := informer.AddIndexers(cache.Indexers{podLabelIndex: podLabelIndexValues}); err != nil {
-		return fmt.Errorf("adding the pod label index: %w", err)
-	}
-	return nil
-}
 
 // podLabelIndexValues is the index function of podLabelIndex.
 func podLabelIndexValues(obj any) ([]string, error) {
@@ -89,18 +75,6 @@ func podsSelectedBy(indexer cache.Indexer, namespace string, selector map[string
 // every pod, as "namespace/". A pod event then matches only the Services indexed under
 // one of its labels, not every Service of the namespace.
 const serviceSelectorIndex = "endpoints-service-selector"
-
-// addServiceSelectorIndexer adds serviceSelectorIndex to the Service informer unless it
-// has it already. The informer must not have started.
-func addServiceSelectorIndexer(informer cache.SharedIndexInformer) error {
-	if _, exists := informer.GetIndexer().GetIndexers()[serviceSelectorIndex]; exists {
-		return nil
-	}
-	if err := informer.AddIndexers(cache.Indexers{serviceSelectorIndex: serviceSelectorIndexValues}); err != nil {
-		return fmt.Errorf("adding the service selector index: %w", err)
-	}
-	return nil
-}
 
 // serviceSelectorIndexValues is the index function of serviceSelectorIndex. Services
 // without a selector select nothing and are not indexed.

@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/mini-kcm/mini-kcm/controllers"
 )
 
 func TestPodsSelectedByMatchesTheWholeSelectorInTheNamespace(t *testing.T) {
@@ -38,11 +40,11 @@ func TestPodsSelectedByMatchesTheWholeSelectorInTheNamespace(t *testing.T) {
 	}
 
 	podInformer := informers.NewSharedInformerFactory(fake.NewClientset(), 0).Core().V1().Pods().Informer()
-	if err := addPodLabelIndexer(podInformer); err != nil {
+	if err := controllers.AddIndexerOnce(podInformer, podLabelIndex, podLabelIndexValues); err != nil {
 		t.Fatal(err)
 	}
 	// A second controller on the same informer must not fail.
-	if err := addPodLabelIndexer(podInformer); err != nil {
+	if err := controllers.AddIndexerOnce(podInformer, podLabelIndex, podLabelIndexValues); err != nil {
 		t.Fatalf("adding the index twice: %v", err)
 	}
 	for _, p := range pods {

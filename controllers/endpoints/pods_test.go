@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/mini-kcm/mini-kcm/controllers"
 )
 
 func TestPodEndpointsChanged(t *testing.T) {
@@ -164,7 +166,7 @@ func TestAffectedServices(t *testing.T) {
 
 func TestServicesToSyncMatchesSelectorsOfTheNamespace(t *testing.T) {
 	factory := informers.NewSharedInformerFactory(fake.NewClientset(), time.Duration(0))
-	if err := addServiceSelectorIndexer(factory.Core().V1().Services().Informer()); err != nil {
+	if err := controllers.AddIndexerOnce(factory.Core().V1().Services().Informer(), serviceSelectorIndex, serviceSelectorIndexValues); err != nil {
 		t.Fatal(err)
 	}
 	store := factory.Core().V1().Services().Informer().GetIndexer()

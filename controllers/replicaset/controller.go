@@ -135,11 +135,8 @@ func NewController(ctx context.Context, rsInformer appsinformers.ReplicaSetInfor
 	}
 	c.podControl = &podcontrol.Real{Client: client, Recorder: recorder, OnWrite: c.podWritten}
 
-	// Another controller sharing the informer may have added the same index already.
-	if _, exists := rsInformer.Informer().GetIndexer().GetIndexers()[controllerUIDIndex]; !exists {
-		if err := rsInformer.Informer().AddIndexers(cache.Indexers{controllerUIDIndex: indexByControllerUID}); err != nil {
-			return nil, fmt.Errorf("adding the replicaset controller-UID index: %w", err)
-		}
+	if err := controllers.AddIndexerOnce(rsInformer.Informer(), controllerUIDIndex, indexByControllerUID); err != nil {
+		return nil, fmt.Errorf("adding the replicaset controller-UID index: %w", err)
 	}
 	c.rsIndexer = rsInformer.Informer().GetIndexer()
 	if err := controllerref.AddPodControllerIndexer(podInformer.Informer()); err != nil {
