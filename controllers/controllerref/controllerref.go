@@ -127,6 +127,13 @@ func (m *Manager[T]) claim(ctx context.Context, child T, filters []func(T) bool)
 	if ns := m.owner.GetNamespace(); ns != "" && ns != child.GetNamespace() {
 		return false, nil
 	}
+	// The owner is checked before the patch, and its failure is never read as the
+	// child's: an owner that is gone (a NotFound from the live GET) must fail the sync,
+	// or the caller would go on to create children for a deleted owner.
+	if err := m.checkCanAdopt(ctx); err != nil {
+		return false, fmt.Errorf("can't adopt %s %s/%s (%s): %w",
+			kindOf(child), child.GetNamespace(), child.GetName(), child.GetUID(), err)
+	}
 	if err := m.adopt(ctx, child); err != nil {
 		// A child that vanished needs no owner; anything else (someone else adopted it
 		// first, a transient error) is worth a retry.
@@ -138,16 +145,18 @@ func (m *Manager[T]) claim(ctx context.Context, child T, filters []func(T) bool)
 	return true, nil
 }
 
-func (m *Manager[T]) adopt(ctx context.Context, child T) error {
+// checkCanAdopt runs canAdopt once per Manager and returns its answer every time.
+func (m *Manager[T]) checkCanAdopt(ctx context.Context) error {
 	m.canAdoptOnce.Do(func() {
 		if m.canAdopt != nil {
 			m.canAdoptErr = m.canAdopt(ctx)
 		}
 	})
-	if m.canAdoptErr != nil {
-		return fmt.Errorf("can't adopt %s %s/%s (%s): %w",
-			kindOf(child), child.GetNamespace(), child.GetName(), child.GetUID(), m.canAdoptErr)
-	}
+	return m.canAdoptErr
+}
+
+// adopt patches a controller reference to the owner into child.
+func (m *Manager[T]) adopt(ctx context.Context, child T) error {
 	patch, err := AdoptPatch(m.owner, m.ownerKind, child.GetUID())
 	if err != nil {
 		return err

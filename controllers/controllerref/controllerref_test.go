@@ -256,6 +256,27 @@ func TestCanAdoptRunsOnceAndOnlyWhenAdopting(t *testing.T) {
 	}
 }
 
+// An owner deleted since it was cached answers the live GET with NotFound. That must
+// fail the claim, not read as "the child vanished": otherwise the caller goes on to
+// create children for an owner that no longer exists.
+func TestClaimFailsWhenTheLiveOwnerIsGone(t *testing.T) {
+	owner := newOwner(false)
+	match := map[string]string{"app": "web"}
+	gone := RecheckDeletionTimestamp(LiveOwner(owner, func(context.Context) (*appsv1.ReplicaSet, error) {
+		return nil, apierrors.NewNotFound(schema.GroupResource{Group: "apps", Resource: "replicasets"}, owner.Name)
+	}))
+	patched := false
+	m := NewManager(owner, rsKind, labels.SelectorFromSet(match), gone,
+		func(context.Context, *v1.Pod, []byte) error { patched = true; return nil })
+	claimed, err := m.Claim(context.Background(), []*v1.Pod{newPod("orphan", "default", match, nil, false)})
+	if err == nil {
+		t.Fatalf("Claim = %v, nil; want an error for the owner that is gone", names(claimed))
+	}
+	if patched {
+		t.Error("the orphan was patched although its would-be owner is gone")
+	}
+}
+
 func TestRecheckDeletionTimestampRefusesGoneRecreatedOrDeletingOwners(t *testing.T) {
 	owner := newOwner(false)
 	get := func(rs *appsv1.ReplicaSet, err error) func(context.Context) (*appsv1.ReplicaSet, error) {

@@ -127,6 +127,27 @@ func TestSyncDoesNotAdoptWhenDeploymentIsDeletedLive(t *testing.T) {
 	}
 }
 
+func TestSyncCreatesNothingWhenTheDeploymentIsGoneLive(t *testing.T) {
+	d := newDeployment("foo", 1, intstr.FromInt32(1), intstr.FromInt32(0))
+	orphan := ownedRS(d, "v0", 1, 1, 0)
+	orphan.OwnerReferences = nil
+	orphan.Spec.Template.Labels["version"] = "v0"
+	f := newFixture(t, d, orphan)
+	// The cache still shows the Deployment; the apiserver no longer has it. A NotFound
+	// for the owner must stop the sync, not read as "the orphan vanished", or a
+	// ReplicaSet would be created for a Deployment that no longer exists.
+	f.client.PrependReactor("get", "deployments", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewNotFound(appsv1.Resource("deployments"), d.Name)
+	})
+
+	if err := f.sync(d); err == nil {
+		t.Fatal("want an error: the owner is gone")
+	}
+	if got := f.writes(); len(got) != 0 {
+		t.Errorf("writes = %v, want none", got)
+	}
+}
+
 func TestEmptySelectorEmitsSelectingAllAndStops(t *testing.T) {
 	d := newDeployment("foo", 1, intstr.FromInt32(1), intstr.FromInt32(0))
 	d.Spec.Selector = &metav1.LabelSelector{}

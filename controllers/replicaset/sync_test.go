@@ -489,6 +489,17 @@ func TestReplicaSetBeingDeletedNeitherAdoptsNorCreates(t *testing.T) {
 		}
 		f.expectPodWrites(0, 0, 0)
 	})
+	t.Run("ReplicaSet is already gone from the apiserver", func(t *testing.T) {
+		// replicas=3 with one owned pod and one orphan cached, and a live read that
+		// answers NotFound: upstream stops the sync before creating pods, and so must we.
+		rs := newReplicaSet("web", 3)
+		f := newFixture(t, BurstReplicas, newPod("owned", rs, true), newPod("orphan", rs, false))
+		f.addRS(rs)
+		if err := f.sync(rs); err == nil || !strings.Contains(err.Error(), `replicasets.apps "web" not found`) {
+			t.Fatalf("err = %v, want the sync to fail on the owner's NotFound", err)
+		}
+		f.expectPodWrites(0, 0, 0)
+	})
 }
 
 func TestSyncOfADeletedReplicaSetForgetsItsExpectations(t *testing.T) {
