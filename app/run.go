@@ -132,15 +132,14 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 func campaign(ctx context.Context, cfg *options.Config, events *eventRecorders,
 	watchdog *clientgoleaderelection.HealthzAdaptor, ready *readiness, runControllers func(context.Context) error) error {
 	le := cfg.LeaderElection
-	if le.LeaseDuration <= le.RenewDeadline+le.RetryPeriod {
-		// A cut-off leader gives up at its last renewal + retry period + renew deadline;
-		// a standby may take over one lease duration after that renewal. Only a lease
-		// longer than the sum guarantees the old leader stopped first. Upstream accepts
-		// such timings, so this is a warning, not a validation error.
-		klog.FromContext(ctx).Info("Warning: --leader-elect-lease-duration should exceed --leader-elect-renew-deadline + --leader-elect-retry-period, or a partitioned leader may still act after a standby took over",
-			"leaseDuration", le.LeaseDuration, "renewDeadline", le.RenewDeadline, "retryPeriod", le.RetryPeriod)
+	timings := leaderelection.Timings{LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod}
+	if !timings.Safe() {
+		// Upstream accepts such timings, so this is a warning, not a validation error.
+		klog.FromContext(ctx).Info("Warning: --leader-elect-lease-duration should exceed --leader-elect-renew-deadline + --leader-elect-retry-period + the Lease request timeout, or a partitioned leader may still act after a standby took over",
+			"leaseDuration", le.LeaseDuration, "renewDeadline", le.RenewDeadline, "retryPeriod", le.RetryPeriod,
+			"requestTimeout", timings.RequestTimeout(), "leaderMayActFor", timings.StopBound())
 	}
-	client, err := leaderelection.NewClient(cfg.RESTConfig, userAgent("leader-election"), le.RenewDeadline)
+	client, err := leaderelection.NewClient(cfg.RESTConfig, userAgent("leader-election"), timings)
 	if err != nil {
 		return err
 	}

@@ -6,11 +6,20 @@
 //   - There is no fencing. The Lease is a hint that well-behaved replicas respect, not a
 //     lock the apiserver enforces: a paused or partitioned leader can still write after
 //     a standby took over. The timing below makes this unlikely, not impossible.
+//   - The bound. Let t be the moment the leader sent its last successful renewal. The
+//     apiserver wrote it at t or later, so no standby takes over before t + lease
+//     duration. The leader learns of that renewal by t + request timeout (the Lease
+//     client's timeout, see Timings.RequestTimeout), waits one retry period, then tries
+//     for at most the renew deadline before it gives up and exits. So a cut-off leader
+//     stops acting by t + request timeout + retry period + renew deadline
+//     (Timings.StopBound), and only a lease duration longer than that guarantees that
+//     it stopped before a standby started. A write it sent just before it stopped may
+//     still be applied by the apiserver later; only fencing would close that.
 //   - Every decision uses the local clock only. A standby takes over once it has seen no
 //     change to the Lease for leaseDurationSeconds measured on its own clock; timestamps
 //     written by other replicas are never compared with ours. Clock skew is therefore
 //     harmless, but a clock running much faster than the leader's shortens the wait.
-//     Keep --leader-elect-lease-duration comfortably above --leader-elect-renew-deadline.
+//     Keep --leader-elect-lease-duration comfortably above the bound below.
 //   - Lost lease: when the leader cannot renew within the renew deadline while it is not
 //     shutting down (or while its controllers are draining), it logs "leaderelection
 //     lost" and exits with code 1 at once. It does not release the Lease or write
@@ -94,18 +103,55 @@ func NewIdentity() (string, error) {
 	return hostname + "_" + string(uuid.NewUUID()), nil
 }
 
+// Timings are the three durations of an election.
+type Timings struct {
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
+}
+
+// minRequestTimeout keeps a Lease request from timing out on an apiserver that is only
+// slow, which would cost renewals for nothing.
+const minRequestTimeout = time.Second
+
+// RequestTimeout is the timeout of one Lease request. It is at most half the renew
+// deadline, so that one hung request cannot use up the deadline, and at most half of
+// what the lease duration leaves beyond renew deadline + retry period, so that the
+// latency of the last renewal still fits in the lease (see StopBound); but at least a
+// second. With 15s/10s/2s that is 1.5s, and StopBound 13.5s < 15s.
+func (t Timings) RequestTimeout() time.Duration {
+	slack := t.LeaseDuration - t.RenewDeadline - t.RetryPeriod
+	return max(minRequestTimeout, min(t.RenewDeadline/2, slack/2))
+}
+
+// StopBound is how long after sending its last successful renewal a cut-off leader may
+// still act: the renewal's latency (up to the request timeout), one retry period, then
+// the renew deadline. See the package documentation.
+func (t Timings) StopBound() time.Duration {
+	return t.RequestTimeout() + t.RetryPeriod + t.RenewDeadline
+}
+
+// Safe reports whether a cut-off leader always stops before a standby may take over,
+// that is the lease duration exceeds StopBound.
+func (t Timings) Safe() bool {
+	return t.LeaseDuration > t.StopBound()
+}
+
 // NewClient returns a client for the Lease only, with its own rate limit and user agent,
-// and a request timeout of max(1s, renewDeadline/2), so that one hung request cannot use
-// up the whole renew deadline and cost the Lease.
-func NewClient(base *rest.Config, userAgent string, renewDeadline time.Duration) (kubernetes.Interface, error) {
-	cfg := rest.CopyConfig(base)
-	cfg.Timeout = max(time.Second, renewDeadline/2)
-	cfg.UserAgent = userAgent
-	client, err := kubernetes.NewForConfig(cfg)
+// and a request timeout of t.RequestTimeout().
+func NewClient(base *rest.Config, userAgent string, t Timings) (kubernetes.Interface, error) {
+	client, err := kubernetes.NewForConfig(clientConfig(base, userAgent, t))
 	if err != nil {
 		return nil, fmt.Errorf("building the leader election client: %w", err)
 	}
 	return client, nil
+}
+
+func clientConfig(base *rest.Config, userAgent string, t Timings) *rest.Config {
+	cfg := rest.CopyConfig(base)
+	cfg.Timeout = t.RequestTimeout()
+	cfg.UserAgent = userAgent
+	return cfg
 }
 
 // Run campaigns for the Lease until ctx is cancelled. While this process leads, it calls

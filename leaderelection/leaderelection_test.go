@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -343,5 +344,51 @@ func TestIdentityIsHostnameAndUniquifier(t *testing.T) {
 	b, _ := NewIdentity()
 	if a == b || !strings.Contains(a, "_") {
 		t.Errorf("identities %q and %q, want hostname_uuid and distinct", a, b)
+	}
+}
+
+// A cut-off leader acts until its last renewal's latency (the request timeout), one
+// retry period and the renew deadline have passed; only a longer lease keeps a standby
+// from starting before it stopped.
+func TestTimingsBoundIncludesTheLastRenewalsLatency(t *testing.T) {
+	tests := []struct {
+		name                  string
+		lease, renew, retry   time.Duration
+		wantTimeout, wantStop time.Duration
+		wantSafe              bool
+	}{
+		{"upstream defaults fit with a 1.5s request timeout", 15 * time.Second, 10 * time.Second, 2 * time.Second, 1500 * time.Millisecond, 13500 * time.Millisecond, true},
+		{"a generous lease keeps half the renew deadline", 60 * time.Second, 10 * time.Second, 2 * time.Second, 5 * time.Second, 17 * time.Second, true},
+		{"no slack: the one-second floor does not fit", 15 * time.Second, 10 * time.Second, 4 * time.Second, time.Second, 15 * time.Second, false},
+		{"lease just above renew + retry is not safe", 15 * time.Second, 10 * time.Second, 4500 * time.Millisecond, time.Second, 15500 * time.Millisecond, false},
+		{"the e2e short timings sit on the bound", 5 * time.Second, 3 * time.Second, time.Second, time.Second, 5 * time.Second, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			timings := Timings{LeaseDuration: tt.lease, RenewDeadline: tt.renew, RetryPeriod: tt.retry}
+			if got := timings.RequestTimeout(); got != tt.wantTimeout {
+				t.Errorf("RequestTimeout() = %v, want %v", got, tt.wantTimeout)
+			}
+			if got := timings.StopBound(); got != tt.wantStop {
+				t.Errorf("StopBound() = %v, want %v", got, tt.wantStop)
+			}
+			if got := timings.Safe(); got != tt.wantSafe {
+				t.Errorf("Safe() = %v, want %v", got, tt.wantSafe)
+			}
+		})
+	}
+}
+
+// With upstream's 15s/10s/2s the Lease client's own timeout must leave the bound below
+// the lease duration; a timeout of half the renew deadline (5s) did not: 5+2+10 > 15.
+func TestLeaseClientTimeoutKeepsUpstreamDefaultsSafe(t *testing.T) {
+	timings := Timings{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+	cfg := clientConfig(&rest.Config{Host: "https://127.0.0.1:6443"}, "mini-kcm/test (leader-election)", timings)
+	if stop := cfg.Timeout + timings.RetryPeriod + timings.RenewDeadline; stop >= timings.LeaseDuration {
+		t.Errorf("request timeout %v: a cut-off leader may act for %v after its last renewal, not less than the %v lease",
+			cfg.Timeout, stop, timings.LeaseDuration)
+	}
+	if cfg.UserAgent != "mini-kcm/test (leader-election)" {
+		t.Errorf("user agent %q", cfg.UserAgent)
 	}
 }
