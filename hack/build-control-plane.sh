@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the real control plane used by tests, benchmarks and `make run`: etcd,
-# kube-apiserver, kube-scheduler, kube-controller-manager (for side-by-side benchmarks)
-# and the KWOK fake kubelet, all from source through the Go module proxy.
+# kube-apiserver, kube-scheduler, kube-controller-manager (which e2e suites and
+# benchmarks run beside mini-kcm) and the KWOK fake kubelet, all from source through the
+# Go module proxy. It always builds all of them: whatever `make test` needs, it builds.
+# `--list` prints their names (test/controlplane checks them against what it launches).
 #
 # Binaries are cached outside the checkout, keyed by version, and only missing ones are
 # built, so a warm run costs nothing. Override the cache with MINI_KCM_BIN_DIR.
@@ -10,7 +12,6 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 kube_version=v1.37.2
 bin_dir=${MINI_KCM_BIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/mini-kcm/${kube_version}/bin}
-mkdir -p "$bin_dir"
 
 # build NAME MODULE_DIR PACKAGE
 build() {
@@ -31,10 +32,12 @@ build() {
 	echo ">> built $name in $((SECONDS - start))s" >&2
 }
 
-binaries=(etcd kube-apiserver kube-scheduler kwok)
-if [[ "${WITH_UPSTREAM_KCM:-}" == 1 ]]; then
-	binaries+=(kube-controller-manager)
+binaries=(etcd kube-apiserver kube-scheduler kwok kube-controller-manager)
+if [[ "${1:-}" == --list ]]; then
+	printf '%s\n' "${binaries[@]}"
+	exit 0
 fi
+mkdir -p "$bin_dir"
 missing=()
 for name in "${binaries[@]}"; do
 	[[ -x "$bin_dir/$name" ]] || missing+=("$name")
@@ -58,7 +61,7 @@ total_start=$SECONDS
 echo ">> control plane binaries missing from $bin_dir: ${missing[*]}" >&2
 estimate="a minute or two per binary"
 if [[ " ${missing[*]} " == *" kube-apiserver "* ]]; then
-	estimate="about 12 minutes on 2 cores, 8 of them for kube-apiserver"
+	estimate="about 13 minutes on 2 cores, 8 of them for kube-apiserver"
 fi
 echo ">> building them from source through the Go module proxy, once ($estimate);" >&2
 echo ">> later runs reuse them" >&2
@@ -67,8 +70,6 @@ build etcd etcd go.etcd.io/etcd/server/v3
 build kube-apiserver kube k8s.io/kubernetes/cmd/kube-apiserver
 build kube-scheduler kube k8s.io/kubernetes/cmd/kube-scheduler
 build kwok kwok sigs.k8s.io/kwok/cmd/kwok
-if [[ "${WITH_UPSTREAM_KCM:-}" == 1 ]]; then
-	build kube-controller-manager kube k8s.io/kubernetes/cmd/kube-controller-manager
-fi
+build kube-controller-manager kube k8s.io/kubernetes/cmd/kube-controller-manager
 echo ">> control plane built in $((SECONDS - total_start))s" >&2
 echo "$bin_dir"

@@ -39,17 +39,31 @@ func checkBinaries(opts Options) error {
 	if opts.KWOK {
 		needed = append(needed, KWOK)
 	}
+	return requireBinaries(opts.BinDir, needed...)
+}
+
+// Binary returns the path of the named binary in BinDir, or an error with
+// instructions when it is missing. Suites that start kube-controller-manager use it.
+func Binary(name string) (string, error) {
+	dir := BinDir()
+	if err := requireBinaries(dir, name); err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, name), nil
+}
+
+func requireBinaries(dir string, names ...string) error {
 	var missing []string
-	for _, name := range needed {
-		info, err := os.Stat(filepath.Join(opts.BinDir, name))
+	for _, name := range names {
+		info, err := os.Stat(filepath.Join(dir, name))
 		if err != nil || info.IsDir() || info.Mode()&0o111 == 0 {
 			missing = append(missing, name)
 		}
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("control plane binaries missing from %s: %s; run `make control-plane` "+
-			"(builds them from source, ~12 minutes the first time) or point MINI_KCM_BIN_DIR at a directory that has them",
-			opts.BinDir, strings.Join(missing, ", "))
+			"(builds them from source, ~13 minutes the first time) or point MINI_KCM_BIN_DIR at a directory that has them",
+			dir, strings.Join(missing, ", "))
 	}
 	return nil
 }

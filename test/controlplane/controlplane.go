@@ -52,7 +52,15 @@ const (
 	KubeAPIServer = "kube-apiserver"
 	KubeScheduler = "kube-scheduler"
 	KWOK          = "kwok"
+	// KubeControllerManager is not part of a ControlPlane; the e2e suites and the
+	// benchmarks start it beside mini-kcm to compare the two.
+	KubeControllerManager = "kube-controller-manager"
 )
+
+// Binaries are every binary the harness, the e2e suites and the benchmarks launch.
+// hack/build-control-plane.sh builds exactly these (a test checks it), so that
+// `make test` on an empty cache builds all it needs.
+var Binaries = []string{Etcd, KubeAPIServer, KubeScheduler, KWOK, KubeControllerManager}
 
 // ControlPlane is a running local control plane. Its methods are safe for concurrent
 // use.

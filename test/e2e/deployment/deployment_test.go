@@ -91,9 +91,13 @@ func startUpstreamControllers(t *testing.T, f *framework.Framework) {
 		t.Fatal(err)
 	}
 	logPath := filepath.Join(t.TempDir(), "kube-controller-manager.log")
+	kcmPath, err := controlplane.Binary(controlplane.KubeControllerManager)
+	if err != nil {
+		t.Fatal(err)
+	}
 	p, err := controlplane.StartProcess(controlplane.ProcessSpec{
 		Name: "kube-controller-manager",
-		Path: filepath.Join(controlplane.BinDir(), "kube-controller-manager"),
+		Path: kcmPath,
 		Args: []string{
 			"--kubeconfig=" + kubeconfig,
 			"--controllers=replicaset,deployment",

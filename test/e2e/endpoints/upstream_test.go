@@ -199,9 +199,13 @@ func (e *env) startKubeControllerManager() *controlplane.Process {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	kcmPath, err := controlplane.Binary(controlplane.KubeControllerManager)
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	p, err := controlplane.StartProcess(controlplane.ProcessSpec{
 		Name: "kube-controller-manager",
-		Path: filepath.Join(controlplane.BinDir(), "kube-controller-manager"),
+		Path: kcmPath,
 		Args: []string{
 			"--kubeconfig=" + kubeconfig,
 			"--controllers=endpoint",

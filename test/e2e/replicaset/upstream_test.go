@@ -31,9 +31,13 @@ func (e *env) startUpstreamController() {
 		e.t.Fatal(err)
 	}
 	logPath := filepath.Join(cp.Dir(), "logs", name+".log")
+	kcmPath, err := controlplane.Binary(controlplane.KubeControllerManager)
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	p, err := controlplane.StartProcess(controlplane.ProcessSpec{
 		Name: name,
-		Path: filepath.Join(controlplane.BinDir(), "kube-controller-manager"),
+		Path: kcmPath,
 		Args: []string{
 			"--kubeconfig=" + kubeconfig,
 			"--controllers=replicaset",
