@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/spf13/pflag"
 	"strings"
 	"testing"
 	"time"
@@ -150,5 +151,33 @@ func TestInvalidConfigurationIsListedOneProblemPerLine(t *testing.T) {
 	}
 	if err == nil || err.Error() != "invalid configuration: 2 problem(s), listed above" {
 		t.Errorf("returned %v", err)
+	}
+}
+
+// `mini-kcm leader` takes its flags from options: each one is the main command's flag,
+// with the same help and default, so the two can never drift apart.
+func TestLeaderFlagsAreTheMainCommandsFlags(t *testing.T) {
+	root := newCommand(testRegistry(t))
+	leader, _, err := root.Find([]string{"leader"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	leader.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Name == "help" {
+			return
+		}
+		seen++
+		main := root.Flags().Lookup(f.Name)
+		if main == nil {
+			t.Errorf("leader has --%s, which mini-kcm itself does not", f.Name)
+			return
+		}
+		if f.Usage != main.Usage || f.DefValue != main.DefValue {
+			t.Errorf("--%s differs: leader %q (default %q), mini-kcm %q (default %q)", f.Name, f.Usage, f.DefValue, main.Usage, main.DefValue)
+		}
+	})
+	if seen < 4 {
+		t.Errorf("leader has %d flags, want at least --kubeconfig, --master and the two Lease flags", seen)
 	}
 }

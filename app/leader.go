@@ -48,12 +48,8 @@ LeaderElection events recorded on the Lease (events expire, by default after one
 	}
 	var fss cliflag.NamedFlagSets
 	fs := fss.FlagSet("generic")
-	fs.StringVar(&generic.Kubeconfig, "kubeconfig", generic.Kubeconfig,
-		"Path to a kubeconfig file; with neither --kubeconfig nor --master, the in-cluster configuration is used.")
-	fs.StringVar(&generic.Master, "master", generic.Master,
-		"The address of the Kubernetes API server (overrides any value in kubeconfig).")
-	fs.StringVar(&le.ResourceName, "leader-elect-resource-name", le.ResourceName, "The name of the Lease.")
-	fs.StringVar(&le.ResourceNamespace, "leader-elect-resource-namespace", le.ResourceNamespace, "The namespace of the Lease.")
+	generic.AddConnectionFlags(fs)
+	le.AddLeaseFlags(fss.FlagSet("leader election"))
 	fss.FlagSet("misc").BoolP("help", "h", false, "help for leader")
 	for _, name := range fss.Order {
 		cmd.Flags().AddFlagSet(fss.FlagSets[name])

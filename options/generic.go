@@ -52,14 +52,20 @@ func NewGenericOptions() *GenericOptions {
 	}
 }
 
-// AddFlags adds the generic flags; the --controllers help lists reg's controllers.
-func (o *GenericOptions) AddFlags(fs *pflag.FlagSet, reg *controllers.Registry) {
+// AddConnectionFlags adds the flags that say which apiserver to talk to and with which
+// credentials: --kubeconfig and --master. `mini-kcm leader` uses them too.
+func (o *GenericOptions) AddConnectionFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig,
 		"Path to a kubeconfig file with the apiserver address and credentials (the address can be overridden "+
 			"by --master). With neither --kubeconfig nor --master, mini-kcm uses the in-cluster configuration "+
 			"of its service account.")
 	fs.StringVar(&o.Master, "master", o.Master,
 		"The address of the Kubernetes API server (overrides any value in kubeconfig).")
+}
+
+// AddFlags adds the generic flags; the --controllers help lists reg's controllers.
+func (o *GenericOptions) AddFlags(fs *pflag.FlagSet, reg *controllers.Registry) {
+	o.AddConnectionFlags(fs)
 	fs.Float32Var(&o.QPS, "kube-api-qps", o.QPS,
 		"Queries per second each client may send to the apiserver. Every controller, the shared informers, "+
 			"leader election and event recording have a client of their own, so one busy controller cannot "+

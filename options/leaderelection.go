@@ -63,6 +63,11 @@ func (o *LeaderElectionOptions) AddFlags(fs *pflag.FlagSet) {
 			"Shorter = faster take-over of a released lease, but more apiserver writes.")
 	fs.StringVar(&o.ResourceLock, "leader-elect-resource-lock", o.ResourceLock,
 		"The type of resource object that is used for locking during leader election. Supported options are 'leases'.")
+	o.AddLeaseFlags(fs)
+}
+
+// AddLeaseFlags adds the flags that locate the Lease. `mini-kcm leader` uses them too.
+func (o *LeaderElectionOptions) AddLeaseFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ResourceName, "leader-elect-resource-name", o.ResourceName,
 		"The name of resource object that is used for locking during leader election.")
 	fs.StringVar(&o.ResourceNamespace, "leader-elect-resource-namespace", o.ResourceNamespace,
