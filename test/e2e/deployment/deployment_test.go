@@ -29,13 +29,8 @@ import (
 	"k8s.io/utils/dump"
 	"k8s.io/utils/ptr"
 
-	"github.com/mini-kcm/mini-kcm/test/controlplane"
 	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
 )
-
-// upstreamEnv, set to 1, runs the suite against kube-controller-manager instead of
-// mini-kcm, to check that an expectation is upstream's behaviour and not ours.
-const upstreamEnv = "MINI_KCM_E2E_UPSTREAM_KCM"
 
 // dumpEnv names a directory where every test writes what its Deployments ended up as
 // (see dumpFinalState), so that a mini-kcm run and an upstream run can be diffed.
@@ -73,49 +68,13 @@ const (
 func startControllers(t *testing.T) *framework.Framework {
 	t.Helper()
 	f := framework.New(t)
-	if os.Getenv(upstreamEnv) == "1" {
-		startUpstreamControllers(t, f)
+	if framework.AgainstUpstream() {
+		framework.StartKubeControllerManager(t, f.ControlPlane, "kube-controller-manager-"+f.Namespace, "replicaset,deployment")
 		return f
 	}
 	f.StartReplica(framework.ReplicaOptions{Args: []string{"--controllers=replicaset,deployment"}})
 	f.WaitForLeader(leaderTimeout)
 	return f
-}
-
-// startUpstreamControllers runs kube-controller-manager v1.37.2 with the same two
-// controllers in place of mini-kcm, without leader election (one test, one process).
-func startUpstreamControllers(t *testing.T, f *framework.Framework) {
-	t.Helper()
-	kubeconfig, err := f.ControlPlane.AddUser("kube-controller-manager-"+f.Namespace, "system:masters")
-	if err != nil {
-		t.Fatal(err)
-	}
-	logPath := filepath.Join(t.TempDir(), "kube-controller-manager.log")
-	kcmPath, err := controlplane.Binary(controlplane.KubeControllerManager)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := controlplane.StartProcess(controlplane.ProcessSpec{
-		Name: "kube-controller-manager",
-		Path: kcmPath,
-		Args: []string{
-			"--kubeconfig=" + kubeconfig,
-			"--controllers=replicaset,deployment",
-			"--leader-elect=false",
-			"--secure-port=0",
-			"--v=2",
-		},
-		LogPath: logPath,
-	})
-	if err != nil {
-		t.Fatalf("starting kube-controller-manager: %v", err)
-	}
-	t.Cleanup(func() {
-		p.Kill()
-		if t.Failed() {
-			t.Logf("---- last 80 lines of %s ----\n%s", logPath, controlplane.Tail(logPath, 80))
-		}
-	})
 }
 
 // image returns the n-th image of the test workload. KWOK never pulls it.

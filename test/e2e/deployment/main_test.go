@@ -7,7 +7,7 @@
 //
 // Every test starts one mini-kcm replica running only the ReplicaSet and Deployment
 // controllers (the ReplicaSet controller makes the pods; KWOK makes them Ready). With
-// MINI_KCM_E2E_UPSTREAM_KCM=1 the same tests run against the real
+// MINI_KCM_E2E_UPSTREAM=1 (framework.UpstreamEnv) the same tests run against the real
 // kube-controller-manager from the control plane's binary directory instead, which is
 // how the expectations here were checked against upstream.
 package deployment

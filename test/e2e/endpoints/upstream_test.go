@@ -3,7 +3,6 @@ package endpoints
 import (
 	"fmt"
 	"maps"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/mini-kcm/mini-kcm/test/controlplane"
+	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
 )
 
 // The Endpoints mini-kcm writes are the ones kube-controller-manager v1.37 writes for
@@ -194,35 +194,5 @@ func equalLines(a, b []string) bool { return strings.Join(a, "\n") == strings.Jo
 // endpoints controller, as its own user, and kills it when the test ends.
 func (e *env) startKubeControllerManager() *controlplane.Process {
 	e.t.Helper()
-	user := "kube-controller-manager-" + e.Namespace
-	kubeconfig, err := e.ControlPlane.AddUser(user, "system:masters")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	kcmPath, err := controlplane.Binary(controlplane.KubeControllerManager)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	p, err := controlplane.StartProcess(controlplane.ProcessSpec{
-		Name: "kube-controller-manager",
-		Path: kcmPath,
-		Args: []string{
-			"--kubeconfig=" + kubeconfig,
-			"--controllers=endpoint",
-			"--leader-elect=false",
-			"--secure-port=0",
-			"--v=2",
-		},
-		LogPath: filepath.Join(e.t.TempDir(), "kube-controller-manager.log"),
-	})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() {
-		p.Kill()
-		if e.t.Failed() {
-			e.t.Logf("---- last 40 lines of %s ----\n%s", p.LogPath(), controlplane.Tail(p.LogPath(), 40))
-		}
-	})
-	return p
+	return framework.StartKubeControllerManager(e.t, e.ControlPlane, "kube-controller-manager-"+e.Namespace, "endpoint")
 }

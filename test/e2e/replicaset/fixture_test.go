@@ -35,7 +35,7 @@ const (
 )
 
 // env is one test's world: its namespace, an admin client, and the ReplicaSet
-// controller that runs for it (a mini-kcm replica, or upstream's, see againstUpstream).
+// controller that runs for it (a mini-kcm replica, or upstream's, see framework.AgainstUpstream).
 type env struct {
 	t *testing.T
 	f *framework.Framework
@@ -79,7 +79,7 @@ func startEnv(t *testing.T) *env {
 // starts kube-controller-manager instead.
 func (e *env) startController() {
 	e.t.Helper()
-	if againstUpstream {
+	if framework.AgainstUpstream() {
 		e.startUpstreamController()
 		return
 	}

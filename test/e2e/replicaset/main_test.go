@@ -10,7 +10,7 @@
 // names the upstream function it follows (pkg/controller/replicaset/replica_set.go and
 // pkg/controller/controller_utils.go unless said otherwise).
 //
-// MINI_KCM_E2E_UPSTREAM=1 runs the same tests against kube-controller-manager v1.37.2
+// MINI_KCM_E2E_UPSTREAM=1 (framework.UpstreamEnv) runs the same tests against kube-controller-manager v1.37.2
 // (--controllers=replicaset) instead of mini-kcm, which checks that every expectation
 // here is upstream's behaviour. Each test logs the controller's requests by verb,
 // resource and response code, so that the two runs can be compared side by side.

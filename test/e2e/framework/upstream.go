@@ -1,0 +1,58 @@
+package framework
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/mini-kcm/mini-kcm/test/controlplane"
+)
+
+// UpstreamEnv, set to 1, runs the e2e suites that support it against the real
+// kube-controller-manager v1.37.2 instead of mini-kcm. It checks the tests rather than
+// the product: every expectation is meant to be upstream's behaviour, so a suite must
+// pass against upstream too.
+const UpstreamEnv = "MINI_KCM_E2E_UPSTREAM"
+
+// AgainstUpstream reports whether UpstreamEnv asks for upstream.
+func AgainstUpstream() bool { return os.Getenv(UpstreamEnv) == "1" }
+
+// StartKubeControllerManager runs the real kube-controller-manager on cp with only the
+// given controllers (its --controllers syntax), as its own user in system:masters,
+// without leader election or serving: nothing else competes for a test's namespace,
+// and tests read only the API. It is killed when the test ends, and its log's tail is
+// printed if the test failed.
+func StartKubeControllerManager(t testing.TB, cp *controlplane.ControlPlane, user, controllers string) *controlplane.Process {
+	t.Helper()
+	kubeconfig, err := cp.AddUser(user, "system:masters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, err := controlplane.Binary(controlplane.KubeControllerManager)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(cp.Dir(), "logs", user+".log")
+	p, err := controlplane.StartProcess(controlplane.ProcessSpec{
+		Name: user,
+		Path: path,
+		Args: []string{
+			"--kubeconfig=" + kubeconfig,
+			"--controllers=" + controllers,
+			"--leader-elect=false",
+			"--secure-port=0",
+			"--v=2",
+		},
+		LogPath: logPath,
+	})
+	if err != nil {
+		t.Fatalf("starting kube-controller-manager %s: %v", user, err)
+	}
+	t.Cleanup(func() {
+		p.Kill()
+		if t.Failed() {
+			t.Logf("---- last 80 lines of %s ----\n%s", logPath, controlplane.Tail(logPath, 80))
+		}
+	})
+	return p
+}
