@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/kubernetes/fake"
+	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
@@ -56,6 +58,29 @@ func TestVersionFlagPrintsOurVersion(t *testing.T) {
 	out, err := execute(t, "--version")
 	if err != nil || out != "mini-kcm v0.0.0-dev\n" {
 		t.Errorf("--version printed %q, %v", out, err)
+	}
+}
+
+// The command validates logging against its own feature gate: before --feature-gates
+// existed, no flag could enable an alpha logging option that --help advertises.
+func TestFeatureGatesEnableTheAlphaLoggingFlags(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing")
+	_, err := execute(t, "--log-text-split-stream", "--kubeconfig", missing)
+	if err == nil || !strings.Contains(err.Error(), "Feature LoggingAlphaOptions is disabled") {
+		t.Errorf("without the gate: %v, want the LoggingAlphaOptions error", err)
+	}
+
+	// Past validation the command applies the logging configuration to the process;
+	// put the default back for the other tests.
+	t.Cleanup(func() {
+		if err := logsapi.ResetForTest(nil); err != nil {
+			t.Error(err)
+		}
+	})
+	out, err := execute(t, "--log-text-split-stream", "--feature-gates=LoggingAlphaOptions=true", "--kubeconfig", missing)
+	// The run gets past logging and stops at the next problem, the kubeconfig.
+	if err == nil || !strings.Contains(out, "does not exist") {
+		t.Errorf("with the gate: %v\n%s\nwant the missing kubeconfig reported", err, out)
 	}
 }
 

@@ -31,6 +31,8 @@ type Options struct {
 	LeaderElection *LeaderElectionOptions
 	Serving        *ServingOptions
 	Debugging      *DebuggingOptions
+	// FeatureGates holds --feature-gates, read by the controllers and the logging setup.
+	FeatureGates *FeatureGateOptions
 	// Controllers holds the options of each controller.
 	Controllers []controllerOptions
 	// Logs is component-base's logging configuration (-v, --logging-format, ...).
@@ -46,6 +48,7 @@ func NewOptions() *Options {
 		LeaderElection: NewLeaderElectionOptions(),
 		Serving:        NewServingOptions(),
 		Debugging:      NewDebuggingOptions(),
+		FeatureGates:   NewFeatureGateOptions(),
 		Controllers: []controllerOptions{
 			NewReplicaSetOptions(),
 			NewDeploymentOptions(),
@@ -60,6 +63,7 @@ func NewOptions() *Options {
 func (o *Options) Flags(reg *controllers.Registry) cliflag.NamedFlagSets {
 	var fss cliflag.NamedFlagSets
 	o.Generic.AddFlags(fss.FlagSet("generic"), reg)
+	o.FeatureGates.AddFlags(fss.FlagSet("generic"))
 	o.LeaderElection.AddFlags(fss.FlagSet("leader election"))
 	o.Serving.AddFlags(fss.FlagSet("serving"))
 	for _, c := range o.Controllers {
@@ -78,6 +82,7 @@ func (o *Options) Flags(reg *controllers.Registry) cliflag.NamedFlagSets {
 func (o *Options) Validate(reg *controllers.Registry) []error {
 	var errs []error
 	errs = append(errs, o.Generic.Validate(reg)...)
+	errs = append(errs, o.FeatureGates.Validate()...)
 	errs = append(errs, o.LeaderElection.Validate()...)
 	errs = append(errs, o.Serving.Validate()...)
 	for _, c := range o.Controllers {
@@ -110,5 +115,6 @@ func (o *Options) Config(reg *controllers.Registry) (*Config, error) {
 	for _, co := range o.Controllers {
 		co.ApplyTo(&c.Controllers)
 	}
+	o.FeatureGates.ApplyTo(&c.Controllers)
 	return c, nil
 }
