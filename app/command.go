@@ -42,8 +42,7 @@ the leader runs controllers. "mini-kcm leader" prints who leads.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if opts.ShowVersion {
-				fmt.Fprintf(cmd.OutOrStdout(), "mini-kcm %s\n", version)
+			if printVersionIfRequested(cmd.OutOrStdout(), cmd.Flags()) {
 				return nil
 			}
 			// Apply logging first, so that everything after logs in the chosen format. The

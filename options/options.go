@@ -11,6 +11,7 @@ import (
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	cliflag "k8s.io/component-base/cli/flag"
 	logsapi "k8s.io/component-base/logs/api/v1"
+	"k8s.io/component-base/version/verflag"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
 )
@@ -37,8 +38,6 @@ type Options struct {
 	Controllers []controllerOptions
 	// Logs is component-base's logging configuration (-v, --logging-format, ...).
 	Logs *logsapi.LoggingConfiguration
-	// ShowVersion asks the command to print its version and exit.
-	ShowVersion bool
 }
 
 // NewOptions returns the options with their defaults.
@@ -72,7 +71,9 @@ func (o *Options) Flags(reg *controllers.Registry) cliflag.NamedFlagSets {
 	o.Debugging.AddFlags(fss.FlagSet("debugging"))
 	logsapi.AddFlags(o.Logs, fss.FlagSet("logs"))
 	misc := fss.FlagSet("misc")
-	misc.BoolVar(&o.ShowVersion, "version", false, "Print the mini-kcm version and exit.")
+	// component-base's --version: true, raw (every field) or vX.Y.Z (sets the reported
+	// version). Its value is a process-wide global of verflag's, read by the command.
+	verflag.AddFlags(misc)
 	misc.BoolP("help", "h", false, "help for mini-kcm")
 	return fss
 }
