@@ -8,10 +8,25 @@ SHELL := /usr/bin/env bash
 .DEFAULT_GOAL := build
 
 GO ?= go
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-# app.version is what --version prints and what every client's user agent carries;
+# The version information stamped into the binary, into component-base's version
+# package like upstream's hack/lib/version.sh does for Kubernetes: --version prints it,
+# kubernetes_build_info reports it and every client's user agent carries the version.
+# VERSION is semver, as Kubernetes' tools expect: "git describe" from the last v* tag
+# (v0.3.0-5-gabc1234-dirty) or, before the first tag, component-base's placeholder with
+# the commit filled in (v0.0.0-master+abc1234def56).
+VERSION ?= $(shell git describe --tags --match 'v*' --dirty 2>/dev/null || \
+	echo "v0.0.0-master+$$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)")
+GIT_COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+# Untracked files do not make the tree dirty, as for "git describe --dirty".
+GIT_TREE_STATE ?= $(if $(GIT_COMMIT),$(if $(shell git status --porcelain --untracked-files=no 2>/dev/null),dirty,clean))
+# SOURCE_DATE_EPOCH makes the date, and with it the binary, reproducible.
+BUILD_DATE ?= $(shell date -u $(if $(SOURCE_DATE_EPOCH),-d @$(SOURCE_DATE_EPOCH)) +%Y-%m-%dT%H:%M:%SZ)
+VERSION_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(VERSION) \
+	-X k8s.io/component-base/version.gitCommit=$(GIT_COMMIT) \
+	-X k8s.io/component-base/version.gitTreeState=$(GIT_TREE_STATE) \
+	-X k8s.io/component-base/version.buildDate=$(BUILD_DATE)
 # -s -w drop the symbol table and DWARF, which stack traces do not need.
-LDFLAGS := -s -w -X github.com/mini-kcm/mini-kcm/app.version=$(VERSION)
+LDFLAGS := -s -w $(VERSION_LDFLAGS)
 # Pinned so that lint results do not change under our feet; bump deliberately.
 STATICCHECK_VERSION := v0.8.2
 # An execution count, not a duration: go1.26's fuzz coordinator can fail a duration
@@ -40,8 +55,15 @@ RACE_NOTE := $(if $(RACE_FLAG)$(filter 0,$(RACE)),@true,@echo "WARNING: testing 
 export MINI_KCM_BIN_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/mini-kcm/v1.37.2/bin
 BIN_DIR := $(MINI_KCM_BIN_DIR)
 
+# component-base's metrics registry parses the stamped version when the binary starts
+# and panics unless it starts with vMAJOR.MINOR.PATCH: refuse to build such a binary.
+.PHONY: check-version
+check-version:
+	@[[ "$(VERSION)" =~ ^v[0-9]+\.[0-9]+\.[0-9]+ ]] || \
+		{ echo "VERSION=$(VERSION) must start with vMAJOR.MINOR.PATCH, e.g. v0.3.0 or v0.0.0-dev" >&2; exit 1; }
+
 .PHONY: build
-build: ## Build bin/mini-kcm with the version stamped in.
+build: check-version ## Build bin/mini-kcm with the version stamped in.
 	@# Static, like the image and the control-plane binaries (and so the upstream
 	@# kube-controller-manager that make bench compares against).
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/mini-kcm ./cmd/mini-kcm
@@ -71,17 +93,17 @@ test-fuzz: ## Each fuzz target for FUZZTIME (default 30000 executions).
 # binary under real concurrency fails the suite. Packages run one at a time (-p 1):
 # each starts its own control plane, and two at once would only compete for the CPU.
 .PHONY: test-e2e
-test-e2e: control-plane ## E2E suites against a real local control plane.
+test-e2e: check-version control-plane ## E2E suites against a real local control plane.
 	$(RACE_NOTE)
-	$(GO) build $(RACE_FLAG) -o bin/mini-kcm-race ./cmd/mini-kcm
+	$(GO) build $(RACE_FLAG) -ldflags "$(VERSION_LDFLAGS)" -o bin/mini-kcm-race ./cmd/mini-kcm
 	MINI_KCM_BINARY=$(CURDIR)/bin/mini-kcm-race $(GO) test -p 1 -count=1 -timeout 30m \
 		$$($(GO) list ./test/... | grep -v /test/cmd/demo-failover)
 	@# The failover demo runs verbosely so that CI's log shows both takeovers.
 	MINI_KCM_BINARY=$(CURDIR)/bin/mini-kcm-race $(GO) test -count=1 -v -timeout 5m ./test/cmd/demo-failover/
 
 .PHONY: test-long
-test-long: control-plane ## Long HA soaks (~10 min): 2000-pod failover, upstream timings, a Service over 5000 pods.
-	$(GO) build $(RACE_FLAG) -o bin/mini-kcm-race ./cmd/mini-kcm
+test-long: check-version control-plane ## Long HA soaks (~10 min): 2000-pod failover, upstream timings, a Service over 5000 pods.
+	$(GO) build $(RACE_FLAG) -ldflags "$(VERSION_LDFLAGS)" -o bin/mini-kcm-race ./cmd/mini-kcm
 	MINI_KCM_BINARY=$(CURDIR)/bin/mini-kcm-race $(GO) test -tags long -run Long -p 1 -count=1 -timeout 60m -v ./test/e2e/ha/
 
 .PHONY: demo-failover
@@ -91,8 +113,10 @@ demo-failover: build control-plane ## Leader failover on the local control plane
 IMAGE ?= mini-kcm:dev
 
 .PHONY: image
-image: ## Build the container image $(IMAGE) with the version stamped in (Docker with BuildKit).
-	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+image: check-version ## Build the container image $(IMAGE) with the version stamped in (Docker with BuildKit).
+	@# The build context has no .git: the version information comes in as build arguments.
+	docker build --build-arg VERSION=$(VERSION) --build-arg GIT_COMMIT=$(GIT_COMMIT) \
+		--build-arg GIT_TREE_STATE=$(GIT_TREE_STATE) --build-arg BUILD_DATE=$(BUILD_DATE) -t $(IMAGE) .
 
 .PHONY: kind-demo
 kind-demo: ## Failover demo in a kind cluster (needs Docker, kind and kubectl).

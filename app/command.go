@@ -42,12 +42,12 @@ the leader runs controllers. "mini-kcm leader" prints who leads.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if opts.ShowVersion {
-				fmt.Fprintf(cmd.OutOrStdout(), "mini-kcm %s\n", version)
+			if printVersionIfRequested(cmd.OutOrStdout(), cmd.Flags()) {
 				return nil
 			}
-			// Apply logging first, so that everything after logs in the chosen format.
-			if err := logsapi.ValidateAndApply(opts.Logs, nil); err != nil {
+			// Apply logging first, so that everything after logs in the chosen format. The
+			// logging gates (LoggingAlphaOptions for --log-*-split-stream, ...) are ours.
+			if err := logsapi.ValidateAndApply(opts.Logs, opts.FeatureGates.Gate); err != nil {
 				return err
 			}
 			cliflag.PrintFlags(cmd.Flags())
@@ -55,6 +55,8 @@ the leader runs controllers. "mini-kcm leader" prints who leads.`,
 			if err != nil {
 				return reportInvalid(cmd.ErrOrStderr(), err)
 			}
+			// kubernetes_feature_enabled{name,stage}, as upstream reports its gates.
+			opts.FeatureGates.Gate.AddMetrics()
 			ctx, stop := withShutdownSignals(context.Background(), func(code int) {
 				klog.FlushAndExit(klog.ExitFlushTimeout, code)
 			})

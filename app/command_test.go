@@ -4,16 +4,18 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/spf13/pflag"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/kubernetes/fake"
+	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
@@ -36,6 +38,12 @@ func testRegistry(t *testing.T) *controllers.Registry {
 func execute(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	cmd := newCommand(testRegistry(t))
+	// --version's value is verflag's process-wide global: put it back for the next test.
+	t.Cleanup(func() {
+		if err := cmd.Flags().Set("version", "false"); err != nil {
+			t.Error(err)
+		}
+	})
 	var out bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)
@@ -53,10 +61,26 @@ func TestPositionalArgumentsAreRejected(t *testing.T) {
 	}
 }
 
-func TestVersionFlagPrintsOurVersion(t *testing.T) {
-	out, err := execute(t, "--version")
-	if err != nil || out != "mini-kcm v0.0.0-dev\n" {
-		t.Errorf("--version printed %q, %v", out, err)
+// The command validates logging against its own feature gate: before --feature-gates
+// existed, no flag could enable an alpha logging option that --help advertises.
+func TestFeatureGatesEnableTheAlphaLoggingFlags(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing")
+	_, err := execute(t, "--log-text-split-stream", "--kubeconfig", missing)
+	if err == nil || !strings.Contains(err.Error(), "Feature LoggingAlphaOptions is disabled") {
+		t.Errorf("without the gate: %v, want the LoggingAlphaOptions error", err)
+	}
+
+	// Past validation the command applies the logging configuration to the process;
+	// put the default back for the other tests.
+	t.Cleanup(func() {
+		if err := logsapi.ResetForTest(nil); err != nil {
+			t.Error(err)
+		}
+	})
+	out, err := execute(t, "--log-text-split-stream", "--feature-gates=LoggingAlphaOptions=true", "--kubeconfig", missing)
+	// The run gets past logging and stops at the next problem, the kubeconfig.
+	if err == nil || !strings.Contains(out, "does not exist") {
+		t.Errorf("with the gate: %v\n%s\nwant the missing kubeconfig reported", err, out)
 	}
 }
 

@@ -33,6 +33,11 @@ duration and how often it changed hands, followed by the candidates seen in the
 LeaderElection events recorded on the Lease (events expire, by default after one hour).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// cobra gives every subcommand the process-wide pflag flags, verflag's
+			// --version among them: honour it rather than ignore it.
+			if printVersionIfRequested(cmd.OutOrStdout(), cmd.Flags()) {
+				return nil
+			}
 			cfg, err := generic.RESTConfig()
 			if err != nil {
 				return err

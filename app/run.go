@@ -42,7 +42,9 @@ func Run(ctx context.Context, cfg *options.Config, reg *controllers.Registry) er
 
 func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, apiServerWait time.Duration) error {
 	logger := klog.FromContext(ctx)
-	logger.Info("Starting mini-kcm", "version", version, "goVersion", goruntime.Version())
+	info := Info()
+	logger.Info("Starting mini-kcm", "version", info.GitVersion, "gitCommit", info.GitCommit,
+		"gitTreeState", info.GitTreeState, "buildDate", info.BuildDate, "goVersion", goruntime.Version())
 	logger.Info("Golang settings", "GOGC", os.Getenv("GOGC"), "GOMAXPROCS", os.Getenv("GOMAXPROCS"),
 		"GOTRACEBACK", os.Getenv("GOTRACEBACK"))
 

@@ -44,6 +44,27 @@ type Config struct {
 	ReplicaSet ReplicaSetConfig
 	Deployment DeploymentConfig
 	Endpoints  EndpointsConfig
+	// Features are the feature gates that change what the controllers do.
+	Features Features
+}
+
+// Features holds the state of each feature gate a controller honours, resolved once from
+// --feature-gates; a field is named after its gate. The options package owns the gates,
+// their defaults (those of Kubernetes v1.37, where all of these are on) and their
+// validation. A gate that is off makes its controllers behave as upstream's do with it
+// off. Plain booleans rather than a gate lookup keep the controllers free of flag
+// plumbing and let a test state exactly which gates it turns off.
+type Features struct {
+	// PodDeletionCost: a scale-down ranks pods by their controller.kubernetes.io/pod-deletion-cost
+	// annotation. Off, the annotation is ignored.
+	PodDeletionCost bool
+	// DeploymentReplicaSetTerminatingReplicas: ReplicaSets and Deployments report
+	// status.terminatingReplicas. Off, the field is left unset (and cleared if set).
+	DeploymentReplicaSetTerminatingReplicas bool
+	// StaleControllerConsistencyReplicaSet: the ReplicaSet controller holds a sync back
+	// until its informers have seen the pods and status it wrote for that ReplicaSet.
+	// Off, only expectations guard it against its own stale cache.
+	StaleControllerConsistencyReplicaSet bool
 }
 
 // ReplicaSetConfig configures the ReplicaSet controller.

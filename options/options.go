@@ -11,6 +11,7 @@ import (
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	cliflag "k8s.io/component-base/cli/flag"
 	logsapi "k8s.io/component-base/logs/api/v1"
+	"k8s.io/component-base/version/verflag"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
 )
@@ -31,12 +32,12 @@ type Options struct {
 	LeaderElection *LeaderElectionOptions
 	Serving        *ServingOptions
 	Debugging      *DebuggingOptions
+	// FeatureGates holds --feature-gates, read by the controllers and the logging setup.
+	FeatureGates *FeatureGateOptions
 	// Controllers holds the options of each controller.
 	Controllers []controllerOptions
 	// Logs is component-base's logging configuration (-v, --logging-format, ...).
 	Logs *logsapi.LoggingConfiguration
-	// ShowVersion asks the command to print its version and exit.
-	ShowVersion bool
 }
 
 // NewOptions returns the options with their defaults.
@@ -46,6 +47,7 @@ func NewOptions() *Options {
 		LeaderElection: NewLeaderElectionOptions(),
 		Serving:        NewServingOptions(),
 		Debugging:      NewDebuggingOptions(),
+		FeatureGates:   NewFeatureGateOptions(),
 		Controllers: []controllerOptions{
 			NewReplicaSetOptions(),
 			NewDeploymentOptions(),
@@ -60,6 +62,7 @@ func NewOptions() *Options {
 func (o *Options) Flags(reg *controllers.Registry) cliflag.NamedFlagSets {
 	var fss cliflag.NamedFlagSets
 	o.Generic.AddFlags(fss.FlagSet("generic"), reg)
+	o.FeatureGates.AddFlags(fss.FlagSet("generic"))
 	o.LeaderElection.AddFlags(fss.FlagSet("leader election"))
 	o.Serving.AddFlags(fss.FlagSet("serving"))
 	for _, c := range o.Controllers {
@@ -68,7 +71,9 @@ func (o *Options) Flags(reg *controllers.Registry) cliflag.NamedFlagSets {
 	o.Debugging.AddFlags(fss.FlagSet("debugging"))
 	logsapi.AddFlags(o.Logs, fss.FlagSet("logs"))
 	misc := fss.FlagSet("misc")
-	misc.BoolVar(&o.ShowVersion, "version", false, "Print the mini-kcm version and exit.")
+	// component-base's --version: true, raw (every field) or vX.Y.Z (sets the reported
+	// version). Its value is a process-wide global of verflag's, read by the command.
+	verflag.AddFlags(misc)
 	misc.BoolP("help", "h", false, "help for mini-kcm")
 	return fss
 }
@@ -78,6 +83,7 @@ func (o *Options) Flags(reg *controllers.Registry) cliflag.NamedFlagSets {
 func (o *Options) Validate(reg *controllers.Registry) []error {
 	var errs []error
 	errs = append(errs, o.Generic.Validate(reg)...)
+	errs = append(errs, o.FeatureGates.Validate()...)
 	errs = append(errs, o.LeaderElection.Validate()...)
 	errs = append(errs, o.Serving.Validate()...)
 	for _, c := range o.Controllers {
@@ -110,5 +116,6 @@ func (o *Options) Config(reg *controllers.Registry) (*Config, error) {
 	for _, co := range o.Controllers {
 		co.ApplyTo(&c.Controllers)
 	}
+	o.FeatureGates.ApplyTo(&c.Controllers)
 	return c, nil
 }

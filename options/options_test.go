@@ -76,6 +76,7 @@ func TestDefaultsMatchKubeControllerManager(t *testing.T) {
 		ReplicaSet: controllers.ReplicaSetConfig{ConcurrentSyncs: 5},
 		Deployment: controllers.DeploymentConfig{ConcurrentSyncs: 5},
 		Endpoints:  controllers.EndpointsConfig{ConcurrentSyncs: 5},
+		Features:   allFeatures,
 	}
 	if cfg.Controllers != wantControllers {
 		t.Errorf("controllers config = %+v, want %+v", cfg.Controllers, wantControllers)
@@ -106,6 +107,7 @@ func TestFlagsAreAppliedToConfig(t *testing.T) {
 		"--concurrent-endpoint-syncs=4", "--endpoint-updates-batch-period=500ms",
 		"--min-resync-period=1h", "--controller-shutdown-timeout=30s",
 		"--leader-elect=false", "--port=0", "--bind-address=127.0.0.1", "--profiling=false",
+		"--feature-gates=PodDeletionCost=false",
 	).Config(reg)
 	if err != nil {
 		t.Fatal(err)
@@ -119,6 +121,7 @@ func TestFlagsAreAppliedToConfig(t *testing.T) {
 		ReplicaSet: controllers.ReplicaSetConfig{ConcurrentSyncs: 2},
 		Deployment: controllers.DeploymentConfig{ConcurrentSyncs: 3},
 		Endpoints:  controllers.EndpointsConfig{ConcurrentSyncs: 4, UpdatesBatchPeriod: 500 * time.Millisecond},
+		Features:   controllers.Features{DeploymentReplicaSetTerminatingReplicas: true, StaleControllerConsistencyReplicaSet: true},
 	}
 	if cfg.Controllers != want {
 		t.Errorf("controllers config = %+v, want %+v", cfg.Controllers, want)
@@ -279,7 +282,7 @@ func TestConfigReturnsAggregatedValidationErrors(t *testing.T) {
 func TestFlagsAreGroupedInSections(t *testing.T) {
 	fss := NewOptions().Flags(testRegistry(t))
 	want := map[string][]string{
-		"generic":               {"kubeconfig", "master", "kube-api-qps", "kube-api-burst", "kube-api-content-type", "controllers", "min-resync-period", "controller-shutdown-timeout"},
+		"generic":               {"kubeconfig", "master", "kube-api-qps", "kube-api-burst", "kube-api-content-type", "controllers", "min-resync-period", "controller-shutdown-timeout", "feature-gates"},
 		"leader election":       {"leader-elect", "leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period", "leader-elect-resource-lock", "leader-elect-resource-name", "leader-elect-resource-namespace"},
 		"serving":               {"bind-address", "port"},
 		"replicaset-controller": {"concurrent-replicaset-syncs"},

@@ -8,9 +8,9 @@ import (
 	"k8s.io/component-base/cli"
 	_ "k8s.io/component-base/logs/json/register"           // --logging-format=json
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"  // rest client and leader election metrics
-	_ "k8s.io/component-base/metrics/prometheus/version"   // kubernetes_build_info
 	_ "k8s.io/component-base/metrics/prometheus/workqueue" // workqueue_* metrics
 
+	// Also kubernetes_build_info, with values for unstamped builds too (app/version.go).
 	"github.com/mini-kcm/mini-kcm/app"
 )
 

@@ -77,6 +77,9 @@ type Controller struct {
 	// key is processed by at most one worker at a time.
 	queue workqueue.TypedRateLimitingInterface[string]
 
+	// features are the feature gates this controller honours.
+	features controllers.Features
+
 	// caches waits for the informers and reports which ones hang; nil (in tests) still
 	// waits but reports nothing.
 	caches *controllers.CacheSyncTracker
@@ -86,13 +89,15 @@ type Controller struct {
 
 // NewController builds the controller and registers its event handlers on the given
 // informers. The informers must not have been started yet if they are shared, so the
-// pod index is in place before the first pod arrives.
+// pod index is in place before the first pod arrives. features are the gates from
+// --feature-gates.
 func NewController(ctx context.Context, dInformer appsinformers.DeploymentInformer, rsInformer appsinformers.ReplicaSetInformer,
-	podInformer coreinformers.PodInformer, client kubernetes.Interface, recorder record.EventRecorder) (*Controller, error) {
+	podInformer coreinformers.PodInformer, client kubernetes.Interface, recorder record.EventRecorder, features controllers.Features) (*Controller, error) {
 	logger := klog.FromContext(ctx)
 	c := &Controller{
 		client:    client,
 		recorder:  recorder,
+		features:  features,
 		dLister:   dInformer.Lister(),
 		rsLister:  rsInformer.Lister(),
 		dSynced:   dInformer.Informer().HasSynced,

@@ -29,6 +29,7 @@ func New(ctx context.Context, cc controllers.Context) (controllers.Controller, e
 		cc.InformerFactory.Core().V1().Pods(),
 		client,
 		cc.Events.Recorder(Name),
+		cc.Config.Features,
 	)
 	if err != nil {
 		return nil, err

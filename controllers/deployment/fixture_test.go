@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/mini-kcm/mini-kcm/controllers"
 	"github.com/mini-kcm/mini-kcm/controllers/deployment/rollout"
 )
 
@@ -38,14 +39,27 @@ type fixture struct {
 	c        *Controller
 }
 
+// allFeatures has every gate the controller honours on, as in Kubernetes v1.37.
+var allFeatures = controllers.Features{
+	PodDeletionCost:                         true,
+	DeploymentReplicaSetTerminatingReplicas: true,
+	StaleControllerConsistencyReplicaSet:    true,
+}
+
 // newFixture puts every object both in the fake apiserver and in the caches.
 func newFixture(t *testing.T, objects ...runtime.Object) *fixture {
+	t.Helper()
+	return newFixtureWithFeatures(t, allFeatures, objects...)
+}
+
+// newFixtureWithFeatures is newFixture with the given feature gates.
+func newFixtureWithFeatures(t *testing.T, features controllers.Features, objects ...runtime.Object) *fixture {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	client := fake.NewClientset(objects...)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	recorder := record.NewFakeRecorder(100)
-	c, err := NewController(ctx, factory.Apps().V1().Deployments(), factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), client, recorder)
+	c, err := NewController(ctx, factory.Apps().V1().Deployments(), factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), client, recorder, features)
 	if err != nil {
 		t.Fatalf("NewController: %v", err)
 	}

@@ -23,7 +23,9 @@ func (c *Controller) syncDeploymentStatus(ctx context.Context, allRSs []*appsv1.
 }
 
 // calculateStatus derives the Deployment's status from its ReplicaSets' statuses, keeps
-// the existing conditions, and sets the Available condition.
+// the existing conditions, and sets the Available condition. terminatingReplicas is
+// summed only with the DeploymentReplicaSetTerminatingReplicas gate; off, it is unset,
+// as upstream leaves it.
 func (c *Controller) calculateStatus(allRSs []*appsv1.ReplicaSet, newRS *appsv1.ReplicaSet, d *appsv1.Deployment) appsv1.DeploymentStatus {
 	available := rollout.SumAvailableReplicas(allRSs)
 	// More available than desired happens while scaling down; it is not negative
@@ -41,8 +43,10 @@ func (c *Controller) calculateStatus(allRSs []*appsv1.ReplicaSet, newRS *appsv1.
 		ReadyReplicas:       rollout.SumReadyReplicas(allRSs),
 		AvailableReplicas:   available,
 		UnavailableReplicas: unavailable,
-		TerminatingReplicas: rollout.SumTerminatingReplicas(allRSs),
 		CollisionCount:      d.Status.CollisionCount,
+	}
+	if c.features.DeploymentReplicaSetTerminatingReplicas {
+		status.TerminatingReplicas = rollout.SumTerminatingReplicas(allRSs)
 	}
 	// Copy, so that setting conditions below cannot write through to d.Status.
 	status.Conditions = append(status.Conditions, d.Status.Conditions...)

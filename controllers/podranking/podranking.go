@@ -31,7 +31,7 @@ var phaseOrder = map[v1.PodPhase]int{v1.PodPending: 0, v1.PodUnknown: 1, v1.PodR
 //  1. a pod not yet scheduled to a node before a scheduled one;
 //  2. Pending before Unknown before Running;
 //  3. not ready before ready;
-//  4. lower pod-deletion-cost before higher;
+//  4. lower pod-deletion-cost before higher, unless IgnoreDeletionCost is set;
 //  5. higher rank before lower (a pod sharing its node with more related pods);
 //  6. among ready pods, ready for a shorter time before longer;
 //  7. more container restarts before fewer, then more sidecar restarts before fewer;
@@ -50,6 +50,9 @@ type ActivePodsWithRanks struct {
 	Rank []int
 	// Now is the reference time of the logarithmic comparisons.
 	Now metav1.Time
+	// IgnoreDeletionCost skips rule 4, as upstream does with its PodDeletionCost
+	// feature gate off.
+	IgnoreDeletionCost bool
 }
 
 // Len implements sort.Interface.
@@ -78,8 +81,10 @@ func (s ActivePodsWithRanks) Less(i, j int) bool {
 		return !readyI
 	}
 	// 4. Lower deletion cost first.
-	if ci, cj := DeletionCost(pi), DeletionCost(pj); ci != cj {
-		return ci < cj
+	if !s.IgnoreDeletionCost {
+		if ci, cj := DeletionCost(pi), DeletionCost(pj); ci != cj {
+			return ci < cj
+		}
 	}
 	// 5. Doubled up before alone.
 	if s.Rank[i] != s.Rank[j] {

@@ -142,6 +142,29 @@ func TestDeletionOrderRules(t *testing.T) {
 	}
 }
 
+// With PodDeletionCost off upstream skips the cost rule and the rules after it decide.
+func TestDeletionCostIsIgnoredWhenItsGateIsOff(t *testing.T) {
+	cheapOld := pod("cheap-old", "node", v1.PodRunning, true, 0, 0, then1Month, then1Month, "-100")
+	costlyNew := pod("costly-new", "node", v1.PodRunning, true, 0, 0, now, now, "100")
+	tests := []struct {
+		name               string
+		ignoreDeletionCost bool
+		wantFirst          *v1.Pod
+	}{
+		{"gate on: the cheaper pod goes first", false, cheapOld},
+		{"gate off: the pod ready for less time goes first", true, costlyNew},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := ActivePodsWithRanks{Pods: []*v1.Pod{cheapOld, costlyNew}, Rank: []int{1, 1}, Now: now, IgnoreDeletionCost: tt.ignoreDeletionCost}
+			sort.Sort(s)
+			if s.Pods[0] != tt.wantFirst {
+				t.Errorf("order %v, want %q first", podNames(s.Pods), tt.wantFirst.Name)
+			}
+		})
+	}
+}
+
 func TestSortingPutsTheCheapestPodsFirst(t *testing.T) {
 	negativeCost := pod("negative-deletion-cost", "node", v1.PodRunning, true, 0, 0, then1Month, then1Month, "-1")
 	// A pod without the annotation costs 0, so the pod costing 10 goes last.

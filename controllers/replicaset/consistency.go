@@ -30,6 +30,9 @@ type resourceVersionReader interface {
 //
 // Resource versions are compared with the apiserver's documented ordering; a version
 // that cannot be compared (or a store that cannot report one) never blocks a sync.
+//
+// A nil *consistencyGuard guards nothing, like upstream's NoopConsistencyStore with the
+// gate off: every method is a no-op and EnsureReady never holds a sync back.
 type consistencyGuard struct {
 	// stores are the informer stores whose progress is checked, per resource.
 	stores map[schema.GroupResource]resourceVersionReader
@@ -65,6 +68,9 @@ func (e *staleCacheError) Error() string {
 // with the given UID. Only the newest version per resource is kept; a record for an
 // older incarnation of owner (another UID) is replaced.
 func (g *consistencyGuard) WroteAt(owner types.NamespacedName, uid types.UID, resource schema.GroupResource, rv string) {
+	if g == nil {
+		return
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	w := g.written[owner]
@@ -83,6 +89,9 @@ func (g *consistencyGuard) WroteAt(owner types.NamespacedName, uid types.UID, re
 // Clear forgets owner's writes; a non-empty uid only forgets them if they belong to that
 // incarnation, so that deleting an old ReplicaSet keeps its successor's record.
 func (g *consistencyGuard) Clear(owner types.NamespacedName, uid types.UID) {
+	if g == nil {
+		return
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if w := g.written[owner]; w != nil && (uid == "" || w.uid == uid) {
@@ -94,6 +103,9 @@ func (g *consistencyGuard) Clear(owner types.NamespacedName, uid types.UID) {
 // version written for owner. Once every store caught up the record is dropped, so a
 // ReplicaSet without recent writes costs one map lookup.
 func (g *consistencyGuard) EnsureReady(owner types.NamespacedName) error {
+	if g == nil {
+		return nil
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	w := g.written[owner]

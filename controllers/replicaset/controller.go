@@ -8,8 +8,8 @@
 // Two mechanisms keep it from acting on a stale cache, which would create or delete
 // pods twice. Expectations remember the creates and deletes issued until the pod
 // informer has delivered them. A read-your-writes guard (upstream's
-// StaleControllerConsistencyReplicaSet) holds a sync back until the informers have seen
-// the resourceVersions this controller wrote.
+// StaleControllerConsistencyReplicaSet, which --feature-gates can turn off) holds a sync
+// back until the informers have seen the resourceVersions this controller wrote.
 package replicaset
 
 import (
@@ -77,8 +77,11 @@ type Controller struct {
 	// expectations only gets its status updated.
 	expectations *expectations.ControllerExpectations
 	// consistency holds a sync back until the informers have caught up with the
-	// resourceVersions of this controller's own writes.
+	// resourceVersions of this controller's own writes; nil (guarding nothing) with
+	// StaleControllerConsistencyReplicaSet off.
 	consistency *consistencyGuard
+	// features are the feature gates this controller honours.
+	features controllers.Features
 
 	// rsLister reads ReplicaSets from the shared informer's cache.
 	rsLister appslisters.ReplicaSetLister
@@ -109,9 +112,10 @@ type Controller struct {
 
 // NewController builds the controller and registers its handlers and indexes on the
 // given informers, which must not have been started yet. burstReplicas caps the pods
-// created or deleted per sync (BurstReplicas in production).
+// created or deleted per sync (BurstReplicas in production); features are the gates
+// from --feature-gates.
 func NewController(ctx context.Context, rsInformer appsinformers.ReplicaSetInformer, podInformer coreinformers.PodInformer,
-	client kubernetes.Interface, recorder record.EventRecorder, burstReplicas int) (*Controller, error) {
+	client kubernetes.Interface, recorder record.EventRecorder, burstReplicas int, features controllers.Features) (*Controller, error) {
 	logger := klog.FromContext(ctx)
 	registerMetrics()
 
@@ -119,21 +123,26 @@ func NewController(ctx context.Context, rsInformer appsinformers.ReplicaSetInfor
 		client:        client,
 		burstReplicas: burstReplicas,
 		expectations:  expectations.New(),
-		consistency: newConsistencyGuard(map[schema.GroupResource]resourceVersionReader{
-			podsResource:        podInformer.Informer().GetStore(),
-			replicaSetsResource: rsInformer.Informer().GetStore(),
-		}),
-		rsLister:  rsInformer.Lister(),
-		podLister: podInformer.Lister(),
-		rsSynced:  rsInformer.Informer().HasSynced,
-		podSynced: podInformer.Informer().HasSynced,
+		features:      features,
+		rsLister:      rsInformer.Lister(),
+		podLister:     podInformer.Lister(),
+		rsSynced:      rsInformer.Informer().HasSynced,
+		podSynced:     podInformer.Informer().HasSynced,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "replicaset"},
 		),
 		now: time.Now,
 	}
-	c.podControl = &podcontrol.Real{Client: client, Recorder: recorder, OnWrite: c.podWritten}
+	podControl := &podcontrol.Real{Client: client, Recorder: recorder}
+	if features.StaleControllerConsistencyReplicaSet {
+		c.consistency = newConsistencyGuard(map[schema.GroupResource]resourceVersionReader{
+			podsResource:        podInformer.Informer().GetStore(),
+			replicaSetsResource: rsInformer.Informer().GetStore(),
+		})
+		podControl.OnWrite = c.podWritten
+	}
+	c.podControl = podControl
 
 	if err := controllers.AddIndexerOnce(rsInformer.Informer(), controllerUIDIndex, indexByControllerUID); err != nil {
 		return nil, fmt.Errorf("adding the replicaset controller-UID index: %w", err)

@@ -352,7 +352,7 @@ func TestControllerWithRunningInformersScalesAReplicaSetUpAndDown(t *testing.T) 
 	factory := informers.NewSharedInformerFactory(client, 0)
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
 	recorder := record.NewFakeRecorder(100)
-	c, err := NewController(ctx, factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), client, recorder, BurstReplicas)
+	c, err := NewController(ctx, factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), client, recorder, BurstReplicas, allFeatures)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,7 @@ func New(ctx context.Context, cc controllers.Context) (controllers.Controller, e
 		client,
 		cc.Events.Recorder(Name),
 		BurstReplicas,
+		cc.Config.Features,
 	)
 	if err != nil {
 		return nil, err

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	"github.com/mini-kcm/mini-kcm/controllers"
 	"github.com/mini-kcm/mini-kcm/controllers/podcontrol"
 )
 
@@ -40,15 +41,28 @@ type fixture struct {
 	podStore   cache.Indexer
 }
 
+// allFeatures has every gate the controller honours on, as in Kubernetes v1.37.
+var allFeatures = controllers.Features{
+	PodDeletionCost:                         true,
+	DeploymentReplicaSetTerminatingReplicas: true,
+	StaleControllerConsistencyReplicaSet:    true,
+}
+
 // newFixture builds a controller whose clientset holds objects. ReplicaSets and pods
 // among objects are also put into the informer stores.
 func newFixture(t *testing.T, burstReplicas int, objects ...runtime.Object) *fixture {
+	t.Helper()
+	return newFixtureWithFeatures(t, allFeatures, burstReplicas, objects...)
+}
+
+// newFixtureWithFeatures is newFixture with the given feature gates.
+func newFixtureWithFeatures(t *testing.T, features controllers.Features, burstReplicas int, objects ...runtime.Object) *fixture {
 	t.Helper()
 	ctx := klog.NewContext(context.Background(), klog.Background())
 	client := fake.NewClientset(objects...)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	recorder := record.NewFakeRecorder(100)
-	c, err := NewController(ctx, factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), client, recorder, burstReplicas)
+	c, err := NewController(ctx, factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), client, recorder, burstReplicas, features)
 	if err != nil {
 		t.Fatalf("NewController: %v", err)
 	}

@@ -20,9 +20,10 @@ import (
 const statusUpdateRetries = 1
 
 // calculateStatus returns rs's status as seen now: the counts of the active pods rs
-// owns, the terminating ones, and the ReplicaFailure condition that reports manageErr.
-// rs is not modified.
-func calculateStatus(rs *appsv1.ReplicaSet, activePods, terminatingPods []*v1.Pod, manageErr error, now time.Time) appsv1.ReplicaSetStatus {
+// owns, the terminating ones if countTerminating (the
+// DeploymentReplicaSetTerminatingReplicas gate), and the ReplicaFailure condition that
+// reports manageErr. rs is not modified.
+func calculateStatus(rs *appsv1.ReplicaSet, activePods, terminatingPods []*v1.Pod, countTerminating bool, manageErr error, now time.Time) appsv1.ReplicaSetStatus {
 	status := *rs.Status.DeepCopy()
 
 	// A pod is fully labeled if it carries every template label. The template labels
@@ -62,7 +63,12 @@ func calculateStatus(rs *appsv1.ReplicaSet, activePods, terminatingPods []*v1.Po
 	status.FullyLabeledReplicas = fullyLabeled
 	status.ReadyReplicas = ready
 	status.AvailableReplicas = available
-	status.TerminatingReplicas = new(int32(len(terminatingPods)))
+	// With the gate off the field is cleared, as upstream does: a count written before
+	// the gate was turned off would never be updated again.
+	status.TerminatingReplicas = nil
+	if countTerminating {
+		status.TerminatingReplicas = new(int32(len(terminatingPods)))
+	}
 	return status
 }
 

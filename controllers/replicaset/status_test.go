@@ -60,7 +60,7 @@ func TestCalculateStatusCounts(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			in := rs.DeepCopy()
 			in.Status = appsv1.ReplicaSetStatus{}
-			got := calculateStatus(in, tt.active, tt.terminating, nil, testNow)
+			got := calculateStatus(in, tt.active, tt.terminating, true, nil, testNow)
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("status\n got %+v\nwant %+v", got, tt.want)
 			}
@@ -100,7 +100,7 @@ func TestCalculateStatusReplicaFailureCondition(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := tt.rs.DeepCopy()
-			got := calculateStatus(tt.rs, newPods("pod", tt.active, tt.rs), nil, tt.manageErr, testNow)
+			got := calculateStatus(tt.rs, newPods("pod", tt.active, tt.rs), nil, true, tt.manageErr, testNow)
 			if !reflect.DeepEqual(got.Conditions, tt.want) {
 				t.Errorf("conditions\n got %+v\nwant %+v", got.Conditions, tt.want)
 			}

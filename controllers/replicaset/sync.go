@@ -88,9 +88,12 @@ func (c *Controller) syncReplicaSet(ctx context.Context, key string) error {
 	}
 	// Terminating pods are only counted, never adopted or released: they are ours if
 	// they still say so and still match.
-	terminatingPods := filterPods(pods, func(pod *v1.Pod) bool {
-		return podstate.IsTerminating(pod) && metav1.IsControlledBy(pod, rs) && selector.Matches(labels.Set(pod.Labels))
-	})
+	var terminatingPods []*v1.Pod
+	if c.features.DeploymentReplicaSetTerminatingReplicas {
+		terminatingPods = filterPods(pods, func(pod *v1.Pod) bool {
+			return podstate.IsTerminating(pod) && metav1.IsControlledBy(pod, rs) && selector.Matches(labels.Set(pod.Labels))
+		})
+	}
 
 	var manageErr error
 	if needsManage && rs.DeletionTimestamp == nil {
@@ -101,7 +104,7 @@ func (c *Controller) syncReplicaSet(ctx context.Context, key string) error {
 	// One instant for the status and for the next availability check, so that a pod
 	// counted as not yet available is the one the requeue waits for.
 	now := c.now()
-	newStatus := calculateStatus(rs, activePods, terminatingPods, manageErr, now)
+	newStatus := calculateStatus(rs, activePods, terminatingPods, c.features.DeploymentReplicaSetTerminatingReplicas, manageErr, now)
 	updatedRS, err := c.updateStatus(ctx, rs, newStatus)
 	if err != nil {
 		// The requeue retries both the status and, if it failed too, the pods.
@@ -183,7 +186,7 @@ func (c *Controller) manageReplicas(ctx context.Context, activePods []*v1.Pod, r
 			// Ranking without siblings only loses the co-location preference.
 			logger.Error(err, "Listing pods of sibling ReplicaSets; ranking without them")
 		}
-		victims := podsToDelete(activePods, relatedPods, count, metav1.NewTime(c.now()))
+		victims := podsToDelete(activePods, relatedPods, count, metav1.NewTime(c.now()), c.features.PodDeletionCost)
 		// Tracking the keys (not just a count) lets a graceful delete, seen first as an
 		// update and then as a delete, count once.
 		c.expectations.ExpectDeletions(logger, key, podKeys(victims))
@@ -270,13 +273,16 @@ func (c *Controller) indirectlyRelatedPods(logger klog.Logger, rs *appsv1.Replic
 }
 
 // podsToDelete picks the count pods of activePods to delete first (see
-// podranking.ActivePodsWithRanks); count is at most len(activePods). activePods is not
-// reordered.
-func podsToDelete(activePods, relatedPods []*v1.Pod, count int, now metav1.Time) []*v1.Pod {
+// podranking.ActivePodsWithRanks; the pod-deletion-cost annotation counts only with
+// podDeletionCost, the PodDeletionCost gate); count is at most len(activePods).
+// activePods is not reordered.
+func podsToDelete(activePods, relatedPods []*v1.Pod, count int, now metav1.Time, podDeletionCost bool) []*v1.Pod {
 	candidates := append([]*v1.Pod(nil), activePods...)
 	// Deleting all of them needs no choice.
 	if count < len(candidates) {
-		sort.Sort(podranking.RankByColocation(candidates, relatedPods, now))
+		ranked := podranking.RankByColocation(candidates, relatedPods, now)
+		ranked.IgnoreDeletionCost = !podDeletionCost
+		sort.Sort(ranked)
 		observeDeletionAgeRatio(candidates, count, now.Time)
 	}
 	return candidates[:count]

@@ -320,7 +320,7 @@ func TestPodsToDelete(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := append([]*v1.Pod(nil), tt.active...)
-			got := podsToDelete(tt.active, tt.related, tt.count, metav1.NewTime(testNow))
+			got := podsToDelete(tt.active, tt.related, tt.count, metav1.NewTime(testNow), true)
 			names := []string{}
 			for _, pod := range got {
 				names = append(names, pod.Name)

@@ -148,8 +148,8 @@ info "kube-controller-manager runs without its replicaset, deployment and endpoi
 
 step "Image ${IMAGE}"
 if [[ ${SKIP_BUILD:-} != 1 ]]; then
-	version=$(git -C "$repo" describe --tags --always --dirty 2>/dev/null || echo dev)
-	docker build --tag "$IMAGE" --build-arg VERSION="$version" "$repo"
+	# make image stamps the version information as make build does.
+	make -C "$repo" image IMAGE="$IMAGE"
 fi
 kind load docker-image "$IMAGE" --name "$CLUSTER_NAME"
 

@@ -1,0 +1,157 @@
+package options
+
+import (
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	_ "k8s.io/component-base/logs/json/register" // --logging-format=json, as in the binary
+
+	"github.com/mini-kcm/mini-kcm/controllers"
+)
+
+// parseError parses args onto fresh options and returns the parse error.
+func parseError(t *testing.T, args ...string) error {
+	t.Helper()
+	fss := NewOptions().Flags(testRegistry(t))
+	// NamedFlagSets' own sets exit the process on a parse error.
+	fs := pflag.NewFlagSet("all", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	for _, name := range fss.Order {
+		fs.AddFlagSet(fss.FlagSets[name])
+	}
+	return fs.Parse(args)
+}
+
+// allFeatures is every controller gate on, Kubernetes v1.37's default.
+var allFeatures = controllers.Features{
+	PodDeletionCost:                         true,
+	DeploymentReplicaSetTerminatingReplicas: true,
+	StaleControllerConsistencyReplicaSet:    true,
+}
+
+func TestFeatureGatesTurnControllerFeaturesOff(t *testing.T) {
+	tests := []struct {
+		name  string
+		gates string
+		want  controllers.Features
+	}{
+		{"defaults are Kubernetes 1.37's: all on", "", allFeatures},
+		{"PodDeletionCost off", "PodDeletionCost=false",
+			controllers.Features{DeploymentReplicaSetTerminatingReplicas: true, StaleControllerConsistencyReplicaSet: true}},
+		{"DeploymentReplicaSetTerminatingReplicas off", "DeploymentReplicaSetTerminatingReplicas=false",
+			controllers.Features{PodDeletionCost: true, StaleControllerConsistencyReplicaSet: true}},
+		{"StaleControllerConsistencyReplicaSet off", "StaleControllerConsistencyReplicaSet=false",
+			controllers.Features{PodDeletionCost: true, DeploymentReplicaSetTerminatingReplicas: true}},
+		{"AllBeta=false turns every beta gate off, as upstream", "AllBeta=false", controllers.Features{}},
+		{"an explicit gate wins over AllBeta", "AllBeta=false,PodDeletionCost=true", controllers.Features{PodDeletionCost: true}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := testRegistry(t)
+			args := []string{"--kubeconfig", writeFile(t, "kubeconfig", validKubeconfig)}
+			if tc.gates != "" {
+				args = append(args, "--feature-gates="+tc.gates)
+			}
+			cfg, err := parse(t, reg, args...).Config(reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Controllers.Features != tc.want {
+				t.Errorf("features = %+v, want %+v", cfg.Controllers.Features, tc.want)
+			}
+		})
+	}
+}
+
+func TestFeatureGatesRefuseUnknownGatesAndValuesWithAHint(t *testing.T) {
+	tests := []struct {
+		arg  string
+		want string
+	}{
+		{"--feature-gates=PodDeletionKost=false", "unrecognized feature gate: PodDeletionKost"},
+		{"--feature-gates=PodDeletionCost=maybe", "invalid value of PodDeletionCost=maybe"},
+		{"--feature-gates=PodDeletionCost", "missing bool value for PodDeletionCost"},
+	}
+	for _, tc := range tests {
+		err := parseError(t, tc.arg)
+		if err == nil {
+			t.Errorf("%s: parsed, want an error", tc.arg)
+			continue
+		}
+		for _, want := range []string{`for "--feature-gates" flag`, tc.want, "--help lists under --feature-gates"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: error %q does not contain %q", tc.arg, err, want)
+			}
+		}
+	}
+}
+
+// The logging gates are component-base's: the logging configuration is validated
+// against our gate, so a gate set on the command line reaches it.
+func TestLoggingGatesGuardTheLoggingFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string // empty: valid
+	}{
+		{"split stream needs LoggingAlphaOptions", []string{"--logging-format=json", "--log-json-split-stream"},
+			"Feature LoggingAlphaOptions is disabled"},
+		{"LoggingAlphaOptions allows split stream", []string{"--logging-format=json", "--log-json-split-stream",
+			"--feature-gates=LoggingAlphaOptions=true"}, ""},
+		{"text split stream too", []string{"--log-text-split-stream", "--feature-gates=LoggingAlphaOptions=true"}, ""},
+		{"JSON is beta and on by default", []string{"--logging-format=json"}, ""},
+		{"LoggingBetaOptions off turns JSON off", []string{"--logging-format=json", "--feature-gates=LoggingBetaOptions=false"},
+			"Log format json is disabled, see LoggingBetaOptions feature"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := parse(t, testRegistry(t), tc.args...)
+			errs := logsapi.Validate(o.Logs, o.FeatureGates.Gate, nil)
+			switch {
+			case tc.wantErr == "" && len(errs) > 0:
+				t.Errorf("logging configuration refused: %v", errs)
+			case tc.wantErr != "" && !strings.Contains(errs.ToAggregate().Error(), tc.wantErr):
+				t.Errorf("errors %v, want one containing %q", errs, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestContextualLoggingIsAGateOnByDefault(t *testing.T) {
+	if !NewFeatureGateOptions().Gate.Enabled(logsapi.ContextualLogging) {
+		t.Error("ContextualLogging is off by default, want on as in Kubernetes 1.37")
+	}
+	o := parse(t, testRegistry(t), "--feature-gates=ContextualLogging=false")
+	if o.FeatureGates.Gate.Enabled(logsapi.ContextualLogging) {
+		t.Error("--feature-gates=ContextualLogging=false left it on")
+	}
+}
+
+func TestFeatureGatesHelpListsEveryGateWithItsDefault(t *testing.T) {
+	fss := NewOptions().Flags(testRegistry(t))
+	help := fss.FlagSet("generic").Lookup("feature-gates").Usage
+	for _, want := range []string{
+		"PodDeletionCost=true|false (BETA - default=true)",
+		"DeploymentReplicaSetTerminatingReplicas=true|false (BETA - default=true)",
+		"StaleControllerConsistencyReplicaSet=true|false (BETA - default=true)",
+		"ContextualLogging=true|false (BETA - default=true)",
+		"LoggingAlphaOptions=true|false (ALPHA - default=false)",
+		"LoggingBetaOptions=true|false (BETA - default=true)",
+	} {
+		if !strings.Contains(help, want) {
+			t.Errorf("--feature-gates help does not list %q:\n%s", want, help)
+		}
+	}
+}
+
+// Two Options never share gate values: the gate is not a process global.
+func TestEachOptionsHasItsOwnFeatureGate(t *testing.T) {
+	reg := testRegistry(t)
+	parse(t, reg, "--feature-gates=PodDeletionCost=false")
+	if !parse(t, reg).FeatureGates.Gate.Enabled(PodDeletionCost) {
+		t.Error("a gate turned off in one Options is off in another")
+	}
+}
