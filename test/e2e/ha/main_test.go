@@ -1,10 +1,10 @@
 // Package ha proves that mini-kcm is reliable where a controller manager is most often
 // hurt: its leader dies or is stopped in the middle of a large scale-up, a network
-// partition cuts the leader off from the apiserver, the apiserver restarts, RBAC
-// denies part of what it needs, the apiserver is unreachable or the kubeconfig is
-// broken at start, and users create hostile or odd objects. In each case nothing is
-// lost, nothing is duplicated, no two replicas act at once, and nothing crashes or
-// spins.
+// partition cuts the leader off from the apiserver, its watch connections go half-open
+// behind a load balancer, the apiserver restarts, RBAC denies part of what it needs,
+// the apiserver is unreachable or the kubeconfig is broken at start, and users create
+// hostile or odd objects. In each case nothing is lost, nothing is duplicated, no two
+// replicas act at once, and nothing crashes or spins.
 //
 // Tests here stay within a few minutes in total (make test). Longer soaks (2000 pods,
 // upstream's election timings, a Service over 5000 pods) build with the "long" tag
