@@ -23,6 +23,10 @@ type Context struct {
 	// Caches waits for a controller's informers to sync and reports a hung sync by
 	// informer name to the logs and to /readyz.
 	Caches *CacheSyncTracker
+	// Syncs records every sync in progress, so that one stuck longer than
+	// --controller-sync-stuck-threshold fails /livez naming its controller and key; nil
+	// records nothing.
+	Syncs *InFlightSyncs
 	// Config holds the tuning knobs of every controller, filled from flags.
 	Config Config
 }
