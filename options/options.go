@@ -102,11 +102,12 @@ func (o *Options) Config(reg *controllers.Registry) (*Config, error) {
 		return nil, err
 	}
 	c := &Config{
-		RESTConfig:                restConfig,
-		EnabledControllers:        enabledControllers(reg, o.Generic.Controllers),
-		MinResyncPeriod:           o.Generic.MinResyncPeriod,
-		ControllerShutdownTimeout: o.Generic.ControllerShutdownTimeout,
-		LeaderElection:            *o.LeaderElection,
+		RESTConfig:                   restConfig,
+		EnabledControllers:           enabledControllers(reg, o.Generic.Controllers),
+		MinResyncPeriod:              o.Generic.MinResyncPeriod,
+		ControllerShutdownTimeout:    o.Generic.ControllerShutdownTimeout,
+		ControllerSyncStuckThreshold: o.Generic.ControllerSyncStuckThreshold,
+		LeaderElection:               *o.LeaderElection,
 		Serving: ServingConfig{
 			BindAddress:     o.Serving.BindAddress,
 			Port:            o.Serving.Port,

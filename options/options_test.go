@@ -90,6 +90,9 @@ func TestDefaultsMatchKubeControllerManager(t *testing.T) {
 		le.ResourceName != "mini-kube-controller-manager" || le.ResourceNamespace != "kube-system" {
 		t.Errorf("leader election = %+v", le)
 	}
+	if cfg.ControllerSyncStuckThreshold != 5*time.Minute {
+		t.Errorf("stuck-sync threshold %s, want 5m", cfg.ControllerSyncStuckThreshold)
+	}
 	if cfg.MinResyncPeriod != 12*time.Hour || cfg.ControllerShutdownTimeout != 10*time.Second {
 		t.Errorf("min resync %s, shutdown timeout %s", cfg.MinResyncPeriod, cfg.ControllerShutdownTimeout)
 	}
@@ -151,6 +154,8 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 		{"negative resync", []string{"--min-resync-period=-1s"}, []string{"--min-resync-period must not be negative, got -1s"}},
 		{"negative shutdown timeout", []string{"--controller-shutdown-timeout=-1s"},
 			[]string{"--controller-shutdown-timeout must not be negative, got -1s"}},
+		{"negative stuck-sync threshold", []string{"--controller-sync-stuck-threshold=-1s"},
+			[]string{"--controller-sync-stuck-threshold must not be negative (0 turns the check off), got -1s"}},
 		{"unknown controller", []string{"--controllers=*,-foo"}, []string{`"foo" is not in the list of known controllers`}},
 		{"zero replicaset workers", []string{"--concurrent-replicaset-syncs=0"},
 			[]string{"--concurrent-replicaset-syncs must be greater than 0, got 0"}},
@@ -282,7 +287,7 @@ func TestConfigReturnsAggregatedValidationErrors(t *testing.T) {
 func TestFlagsAreGroupedInSections(t *testing.T) {
 	fss := NewOptions().Flags(testRegistry(t))
 	want := map[string][]string{
-		"generic":               {"kubeconfig", "master", "kube-api-qps", "kube-api-burst", "kube-api-content-type", "controllers", "min-resync-period", "controller-shutdown-timeout", "feature-gates"},
+		"generic":               {"kubeconfig", "master", "kube-api-qps", "kube-api-burst", "kube-api-content-type", "controllers", "min-resync-period", "controller-shutdown-timeout", "controller-sync-stuck-threshold", "feature-gates"},
 		"leader election":       {"leader-elect", "leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period", "leader-elect-resource-lock", "leader-elect-resource-name", "leader-elect-resource-namespace"},
 		"serving":               {"bind-address", "port"},
 		"replicaset-controller": {"concurrent-replicaset-syncs"},
