@@ -42,8 +42,9 @@ type EventRecorders interface {
 	Recorder(component string) record.EventRecorder
 }
 
-// Config holds per-controller settings. The options package owns the flags, defaults and
-// validation; controllers only read these values.
+// Config holds per-controller settings. Each controller's Options (carried by its
+// Descriptor) own its flags, defaults and validation and fill its part; the options package
+// applies them all, and the feature gates, without knowing any controller.
 type Config struct {
 	ReplicaSet ReplicaSetConfig
 	Deployment DeploymentConfig

@@ -11,9 +11,10 @@ import (
 // Descriptor registers the Deployment controller with the controller registry.
 func Descriptor() controllers.Descriptor {
 	return controllers.Descriptor{
-		Name:    Name,
-		Aliases: []string{"deployment"},
-		New:     New,
+		Name:       Name,
+		Aliases:    []string{"deployment"},
+		New:        New,
+		NewOptions: NewOptions,
 	}
 }
 

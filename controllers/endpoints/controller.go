@@ -49,9 +49,10 @@ const (
 // Descriptor registers the controller under upstream's names.
 func Descriptor() controllers.Descriptor {
 	return controllers.Descriptor{
-		Name:    Name,
-		Aliases: []string{"endpoints", "endpoint"},
-		New:     New,
+		Name:       Name,
+		Aliases:    []string{"endpoints", "endpoint"},
+		New:        New,
+		NewOptions: NewOptions,
 	}
 }
 

@@ -11,9 +11,10 @@ import (
 // Descriptor registers the ReplicaSet controller with the controller registry.
 func Descriptor() controllers.Descriptor {
 	return controllers.Descriptor{
-		Name:    Name,
-		Aliases: []string{"replicaset"},
-		New:     New,
+		Name:       Name,
+		Aliases:    []string{"replicaset"},
+		New:        New,
+		NewOptions: NewOptions,
 	}
 }
 
