@@ -8,15 +8,14 @@ import (
 
 // Options are one controller's own flags, carried by its Descriptor, in the style of
 // kube-controller-manager's app/options/*controller.go: the options package adds them to
-// the controller's --help section, validates them with all the others and applies them,
-// so it needs to know no controller by name.
+// the controller's --help section, validates them with all the others and hands them to
+// the controller in Config.Options, so it needs to know no controller by name. The
+// controller reads them back with OptionsFor.
 type Options interface {
 	// AddFlags adds the controller's flags, with their defaults, to fs.
 	AddFlags(fs *pflag.FlagSet)
 	// Validate returns every problem, each naming the flag, the value and the fix.
 	Validate() []error
-	// ApplyTo copies the validated values into the controllers' configuration.
-	ApplyTo(cfg *Config)
 }
 
 // ValidateWorkers reports a worker count below 1: upstream accepts 0 and then silently

@@ -101,8 +101,9 @@ func (o *Options) Config(reg *controllers.Registry) (*Config, error) {
 			EnableProfiling: o.Debugging.EnableProfiling,
 		},
 	}
+	c.Controllers.Options = map[string]controllers.Options{}
 	for _, name := range o.controllerNames(reg) {
-		o.Controllers[name].ApplyTo(&c.Controllers)
+		c.Controllers.Options[name] = o.Controllers[name]
 	}
 	o.FeatureGates.ApplyTo(&c.Controllers)
 	return c, nil

@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
+	"github.com/mini-kcm/mini-kcm/controllers/deployment"
+	"github.com/mini-kcm/mini-kcm/controllers/endpoints"
+	"github.com/mini-kcm/mini-kcm/controllers/replicaset"
 )
 
 const validKubeconfig = `apiVersion: v1
@@ -73,12 +76,14 @@ func TestDefaultsMatchKubeControllerManager(t *testing.T) {
 		t.Errorf("host = %q", cfg.RESTConfig.Host)
 	}
 	wantControllers := controllers.Config{
-		ReplicaSet: controllers.ReplicaSetConfig{ConcurrentSyncs: 5},
-		Deployment: controllers.DeploymentConfig{ConcurrentSyncs: 5},
-		Endpoints:  controllers.EndpointsConfig{ConcurrentSyncs: 5},
-		Features:   allFeatures,
+		Options: map[string]controllers.Options{
+			"replicaset-controller": &replicaset.Options{ConcurrentSyncs: 5},
+			"deployment-controller": &deployment.Options{ConcurrentSyncs: 5},
+			"endpoints-controller":  &endpoints.Options{ConcurrentSyncs: 5},
+		},
+		Features: allFeatures,
 	}
-	if cfg.Controllers != wantControllers {
+	if !reflect.DeepEqual(cfg.Controllers, wantControllers) {
 		t.Errorf("controllers config = %+v, want %+v", cfg.Controllers, wantControllers)
 	}
 	if want := []string{"deployment-controller", "endpoints-controller", "replicaset-controller"}; !reflect.DeepEqual(cfg.EnabledControllers, want) {
@@ -121,12 +126,14 @@ func TestFlagsAreAppliedToConfig(t *testing.T) {
 			cfg.RESTConfig.Burst, cfg.RESTConfig.ContentType)
 	}
 	want := controllers.Config{
-		ReplicaSet: controllers.ReplicaSetConfig{ConcurrentSyncs: 2},
-		Deployment: controllers.DeploymentConfig{ConcurrentSyncs: 3},
-		Endpoints:  controllers.EndpointsConfig{ConcurrentSyncs: 4, UpdatesBatchPeriod: 500 * time.Millisecond},
-		Features:   controllers.Features{DeploymentReplicaSetTerminatingReplicas: true, StaleControllerConsistencyReplicaSet: true},
+		Options: map[string]controllers.Options{
+			"replicaset-controller": &replicaset.Options{ConcurrentSyncs: 2},
+			"deployment-controller": &deployment.Options{ConcurrentSyncs: 3},
+			"endpoints-controller":  &endpoints.Options{ConcurrentSyncs: 4, UpdatesBatchPeriod: 500 * time.Millisecond},
+		},
+		Features: controllers.Features{DeploymentReplicaSetTerminatingReplicas: true, StaleControllerConsistencyReplicaSet: true},
 	}
-	if cfg.Controllers != want {
+	if !reflect.DeepEqual(cfg.Controllers, want) {
 		t.Errorf("controllers config = %+v, want %+v", cfg.Controllers, want)
 	}
 	if want := []string{"deployment-controller", "replicaset-controller"}; !reflect.DeepEqual(cfg.EnabledControllers, want) {

@@ -481,7 +481,7 @@ func TestNewAsksForItsInformersAndUsesItsOwnIdentity(t *testing.T) {
 		InformerFactory: factory,
 		Clients:         fakeClients{client},
 		Events:          fakeRecorders{&recorders},
-		Config:          controllers.Config{Deployment: controllers.DeploymentConfig{ConcurrentSyncs: 2}},
+		Config:          controllers.Config{Options: map[string]controllers.Options{Name: &Options{ConcurrentSyncs: 2}}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -28,8 +28,3 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 func (o *Options) Validate() []error {
 	return controllers.ValidateWorkers("concurrent-deployment-syncs", o.ConcurrentSyncs)
 }
-
-// ApplyTo copies the options into the controllers' configuration.
-func (o *Options) ApplyTo(cfg *controllers.Config) {
-	cfg.Deployment.ConcurrentSyncs = int(o.ConcurrentSyncs)
-}

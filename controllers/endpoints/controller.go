@@ -59,7 +59,8 @@ func Descriptor() controllers.Descriptor {
 // New builds the controller from the app's shared context. It asks the shared factory for
 // the pod, Service and Endpoints informers; the app starts them.
 func New(ctx context.Context, cc controllers.Context) (controllers.Controller, error) {
-	workers := cc.Config.Endpoints.ConcurrentSyncs
+	opts := controllers.OptionsFor[*Options](cc.Config, Name, NewOptions)
+	workers := int(opts.ConcurrentSyncs)
 	if workers < 1 {
 		return nil, fmt.Errorf("%s needs at least 1 worker, got %d", Name, workers)
 	}
@@ -69,7 +70,7 @@ func New(ctx context.Context, cc controllers.Context) (controllers.Controller, e
 	}
 	core := cc.InformerFactory.Core().V1()
 	c, err := NewController(ctx, core.Pods(), core.Services(), core.Endpoints(), client,
-		cc.Events.Recorder(ComponentName), cc.Config.Endpoints.UpdatesBatchPeriod)
+		cc.Events.Recorder(ComponentName), opts.UpdatesBatchPeriod)
 	if err != nil {
 		return nil, err
 	}

@@ -61,7 +61,7 @@ func TestNewBuildsTheControllerFromTheAppContext(t *testing.T) {
 		InformerFactory: factory,
 		Clients:         clients,
 		Events:          events,
-		Config:          controllers.Config{Endpoints: controllers.EndpointsConfig{ConcurrentSyncs: 3, UpdatesBatchPeriod: time.Second}},
+		Config:          controllers.Config{Options: map[string]controllers.Options{Name: &Options{ConcurrentSyncs: 3, UpdatesBatchPeriod: time.Second}}},
 	}
 
 	got, err := New(ctx, cc)
@@ -103,11 +103,11 @@ func TestNewRefusesBadSettings(t *testing.T) {
 			InformerFactory: informers.NewSharedInformerFactory(client, 0),
 			Clients:         &clientBuilder{client: client},
 			Events:          &recorders{},
-			Config:          controllers.Config{Endpoints: controllers.EndpointsConfig{ConcurrentSyncs: 5}},
+			Config:          controllers.Config{Options: map[string]controllers.Options{Name: &Options{ConcurrentSyncs: 5}}},
 		}
 	}
 	noWorkers := base()
-	noWorkers.Config.Endpoints.ConcurrentSyncs = 0
+	noWorkers.Config.Options[Name] = &Options{ConcurrentSyncs: 0}
 	noClient := base()
 	noClient.Clients = &clientBuilder{err: errors.New("no kubeconfig")}
 

@@ -44,9 +44,3 @@ func (o *Options) Validate() []error {
 	}
 	return errs
 }
-
-// ApplyTo copies the options into the controllers' configuration.
-func (o *Options) ApplyTo(cfg *controllers.Config) {
-	cfg.Endpoints.ConcurrentSyncs = int(o.ConcurrentSyncs)
-	cfg.Endpoints.UpdatesBatchPeriod = o.UpdatesBatchPeriod
-}

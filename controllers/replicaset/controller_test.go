@@ -297,7 +297,7 @@ func TestDescriptorBuildsTheControllerFromTheSharedContext(t *testing.T) {
 		Clients:         clients,
 		Events:          recorders{},
 		Caches:          &controllers.CacheSyncTracker{},
-		Config:          controllers.Config{ReplicaSet: controllers.ReplicaSetConfig{ConcurrentSyncs: 3}},
+		Config:          controllers.Config{Options: map[string]controllers.Options{Name: &Options{ConcurrentSyncs: 3}}},
 	}
 	ctrl, err := d.New(context.Background(), cc)
 	if err != nil {

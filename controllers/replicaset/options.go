@@ -28,8 +28,3 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 func (o *Options) Validate() []error {
 	return controllers.ValidateWorkers("concurrent-replicaset-syncs", o.ConcurrentSyncs)
 }
-
-// ApplyTo copies the options into the controllers' configuration.
-func (o *Options) ApplyTo(cfg *controllers.Config) {
-	cfg.ReplicaSet.ConcurrentSyncs = int(o.ConcurrentSyncs)
-}
