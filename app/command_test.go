@@ -19,13 +19,14 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
+	"github.com/mini-kcm/mini-kcm/controllers/replicaset"
 )
 
 func testRegistry(t *testing.T) *controllers.Registry {
 	t.Helper()
 	noop := func(context.Context, controllers.Context) (controllers.Controller, error) { return nil, nil }
 	reg, err := controllers.NewRegistry(
-		controllers.Descriptor{Name: "replicaset-controller", Aliases: []string{"replicaset"}, New: noop},
+		controllers.Descriptor{Name: "replicaset-controller", Aliases: []string{"replicaset"}, New: noop, NewOptions: replicaset.NewOptions},
 		controllers.Descriptor{Name: "tokencleaner-controller", DisabledByDefault: true, New: noop},
 	)
 	if err != nil {

@@ -26,6 +26,12 @@ type healthCheck struct {
 // ping always passes: it proves the process serves HTTP.
 var ping = healthCheck{name: "ping", check: func(*http.Request) error { return nil }}
 
+// stuckSyncCheck fails while a controller has been in one sync for longer than the
+// --controller-sync-stuck-threshold, naming the controller and the key.
+func stuckSyncCheck(syncs *controllers.InFlightSyncs) healthCheck {
+	return healthCheck{name: syncs.Name(), check: func(*http.Request) error { return syncs.Check() }}
+}
+
 // checksHandler serves a fixed list of checks in the format of Kubernetes components:
 // "ok" when all pass; with ?verbose one "[+]name ok" or "[-]name failed: reason" line per
 // check; ?exclude=name skips a check. A failure answers 500 and lists every check, with

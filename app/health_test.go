@@ -169,3 +169,20 @@ func TestShutdownWhileWaitingForTheAPIServerIsNotAnError(t *testing.T) {
 		t.Errorf("waitUntilHealthy() = %v, want context.Canceled", err)
 	}
 }
+
+func TestLivezFailsNamingTheControllerAndKeyOfAStuckSync(t *testing.T) {
+	now := time.Unix(0, 0)
+	syncs := &controllers.InFlightSyncs{Threshold: time.Minute, Now: func() time.Time { return now }}
+	livez := checksHandler{endpoint: "livez", checks: []healthCheck{ping, stuckSyncCheck(syncs)}}
+	done := syncs.Started("replicaset-controller", "default/web")
+	now = now.Add(2 * time.Minute)
+	code, body := get(t, livez, "/livez?verbose")
+	want := "[-]controller-syncs failed: syncs stuck longer than 1m0s: replicaset-controller has synced \"default/web\" for 2m0s\n"
+	if code != 500 || !strings.Contains(body, want) {
+		t.Errorf("got %d %q, want 500 with %q", code, body, want)
+	}
+	done()
+	if code, _ := get(t, livez, "/livez"); code != 200 {
+		t.Errorf("after the sync returned: %d, want 200", code)
+	}
+}

@@ -47,6 +47,8 @@ type controllerManager struct {
 	shutdownTimeout time.Duration
 	// readiness learns when the controllers are built and their caches can be tracked.
 	readiness *readiness
+	// syncs records the controllers' syncs in progress for the stuck-sync check.
+	syncs *controllers.InFlightSyncs
 }
 
 // run builds every enabled controller, then starts the shared informers, then runs the
@@ -83,6 +85,7 @@ func (m *controllerManager) run(ctx context.Context) error {
 		Clients:         m.clients,
 		Events:          m.events,
 		Caches:          caches,
+		Syncs:           m.syncs,
 		Config:          m.config,
 	})
 	if err != nil {

@@ -66,7 +66,9 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 	defer stopReadiness()
 	probe := newAPIServerProbe(probeClient.Discovery().RESTClient(), cfg.RESTConfig.Host)
 
-	healthzChecks := []healthCheck{ping}
+	// A worker wedged in one sync fails /livez and /healthz, naming controller and key.
+	syncs := &controllers.InFlightSyncs{Threshold: cfg.ControllerSyncStuckThreshold}
+	healthzChecks := []healthCheck{ping, stuckSyncCheck(syncs)}
 	var watchdog *clientgoleaderelection.HealthzAdaptor
 	if cfg.LeaderElection.LeaderElect {
 		// The watchdog fails /healthz for a leader that has not renewed the Lease for
@@ -117,6 +119,7 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 		minResyncPeriod: cfg.MinResyncPeriod,
 		shutdownTimeout: cfg.ControllerShutdownTimeout,
 		readiness:       ready,
+		syncs:           syncs,
 	}
 	if !cfg.LeaderElection.LeaderElect {
 		logger.Info("Leader election is off: running the controllers without a lease")

@@ -1,8 +1,6 @@
 package controllers
 
 import (
-	"time"
-
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
@@ -23,6 +21,10 @@ type Context struct {
 	// Caches waits for a controller's informers to sync and reports a hung sync by
 	// informer name to the logs and to /readyz.
 	Caches *CacheSyncTracker
+	// Syncs records every sync in progress, so that one stuck longer than
+	// --controller-sync-stuck-threshold fails /livez naming its controller and key; nil
+	// records nothing.
+	Syncs *InFlightSyncs
 	// Config holds the tuning knobs of every controller, filled from flags.
 	Config Config
 }
@@ -38,14 +40,23 @@ type EventRecorders interface {
 	Recorder(component string) record.EventRecorder
 }
 
-// Config holds per-controller settings. The options package owns the flags, defaults and
-// validation; controllers only read these values.
+// Config holds the controllers' settings, filled from flags.
 type Config struct {
-	ReplicaSet ReplicaSetConfig
-	Deployment DeploymentConfig
-	Endpoints  EndpointsConfig
+	// Options holds each controller's validated options, by canonical name. A controller
+	// reads its own with OptionsFor; the options package fills it from the descriptors
+	// without knowing any controller.
+	Options map[string]Options
 	// Features are the feature gates that change what the controllers do.
 	Features Features
+}
+
+// OptionsFor returns the named controller's options from cfg, or defaults() when cfg
+// holds none (a test that sets only what it needs).
+func OptionsFor[T Options](cfg Config, name string, defaults func() Options) T {
+	if o, ok := cfg.Options[name].(T); ok {
+		return o
+	}
+	return defaults().(T)
 }
 
 // Features holds the state of each feature gate a controller honours, resolved once from
@@ -65,25 +76,4 @@ type Features struct {
 	// until its informers have seen the pods and status it wrote for that ReplicaSet.
 	// Off, only expectations guard it against its own stale cache.
 	StaleControllerConsistencyReplicaSet bool
-}
-
-// ReplicaSetConfig configures the ReplicaSet controller.
-type ReplicaSetConfig struct {
-	// ConcurrentSyncs is the number of workers (--concurrent-replicaset-syncs).
-	ConcurrentSyncs int
-}
-
-// DeploymentConfig configures the Deployment controller.
-type DeploymentConfig struct {
-	// ConcurrentSyncs is the number of workers (--concurrent-deployment-syncs).
-	ConcurrentSyncs int
-}
-
-// EndpointsConfig configures the Endpoints controller.
-type EndpointsConfig struct {
-	// ConcurrentSyncs is the number of workers (--concurrent-endpoint-syncs).
-	ConcurrentSyncs int
-	// UpdatesBatchPeriod delays pod-driven syncs so that several pod changes to one
-	// Service become one write (--endpoint-updates-batch-period); 0 means no delay.
-	UpdatesBatchPeriod time.Duration
 }

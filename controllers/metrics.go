@@ -28,7 +28,7 @@ var (
 )
 
 // RecordSync records one sync of a controller: how long it took since start and whether
-// it failed. Controllers call it from their worker loop, once per processed key.
+// it failed. The queue worker (controllers/queueworker) calls it once per processed key.
 func RecordSync(controller string, start time.Time, err error) {
 	registerMetrics.Do(func() {
 		legacyregistry.MustRegister(syncDuration, syncTotal)

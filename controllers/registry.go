@@ -39,6 +39,9 @@ type Descriptor struct {
 	DisabledByDefault bool
 	// New builds the controller.
 	New Constructor
+	// NewOptions returns the controller's options with their defaults; nil means the
+	// controller has no flags of its own.
+	NewOptions func() Options
 }
 
 // namePattern is upstream's naming rule for controller names.
@@ -101,6 +104,15 @@ func (r *Registry) Names() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// Descriptors returns every descriptor, sorted by name.
+func (r *Registry) Descriptors() []Descriptor {
+	ds := make([]Descriptor, 0, len(r.descriptors))
+	for _, name := range r.Names() {
+		ds = append(ds, r.descriptors[name])
+	}
+	return ds
 }
 
 // DisabledByDefault returns the sorted names of controllers that "*" does not enable.

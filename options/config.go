@@ -21,6 +21,9 @@ type Config struct {
 	MinResyncPeriod time.Duration
 	// ControllerShutdownTimeout bounds the wait for controllers on shutdown; 0 waits forever.
 	ControllerShutdownTimeout time.Duration
+	// ControllerSyncStuckThreshold is how long one sync may run before /livez fails; 0
+	// turns the check off.
+	ControllerSyncStuckThreshold time.Duration
 	// LeaderElection configures the election.
 	LeaderElection LeaderElectionOptions
 	// Serving configures the health, metrics and debug endpoint.

@@ -9,17 +9,20 @@ import (
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
+	"github.com/mini-kcm/mini-kcm/controllers/deployment"
+	"github.com/mini-kcm/mini-kcm/controllers/endpoints"
+	"github.com/mini-kcm/mini-kcm/controllers/replicaset"
 )
 
-// testRegistry mirrors the product's controllers plus one disabled by default, so that
-// every branch of the --controllers rules is reachable.
+// testRegistry holds the product's controllers, whose descriptors carry their flags, plus
+// one disabled by default, so that every branch of the --controllers rules is reachable.
 func testRegistry(t *testing.T) *controllers.Registry {
 	t.Helper()
 	noop := func(context.Context, controllers.Context) (controllers.Controller, error) { return nil, nil }
 	reg, err := controllers.NewRegistry(
-		controllers.Descriptor{Name: "replicaset-controller", Aliases: []string{"replicaset"}, New: noop},
-		controllers.Descriptor{Name: "deployment-controller", Aliases: []string{"deployment"}, New: noop},
-		controllers.Descriptor{Name: "endpoints-controller", Aliases: []string{"endpoints", "endpoint"}, New: noop},
+		replicaset.Descriptor(),
+		deployment.Descriptor(),
+		endpoints.Descriptor(),
 		controllers.Descriptor{Name: "tokencleaner-controller", DisabledByDefault: true, New: noop},
 	)
 	if err != nil {

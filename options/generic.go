@@ -38,17 +38,20 @@ type GenericOptions struct {
 	MinResyncPeriod time.Duration
 	// ControllerShutdownTimeout bounds how long a stopping leader waits for its controllers.
 	ControllerShutdownTimeout time.Duration
+	// ControllerSyncStuckThreshold is how long one sync may run before /livez fails.
+	ControllerSyncStuckThreshold time.Duration
 }
 
 // NewGenericOptions returns kube-controller-manager's defaults.
 func NewGenericOptions() *GenericOptions {
 	return &GenericOptions{
-		QPS:                       20,
-		Burst:                     30,
-		ContentType:               contentTypeProtobuf,
-		Controllers:               []string{allOnByDefault},
-		MinResyncPeriod:           12 * time.Hour,
-		ControllerShutdownTimeout: 10 * time.Second,
+		QPS:                          20,
+		Burst:                        30,
+		ContentType:                  contentTypeProtobuf,
+		Controllers:                  []string{allOnByDefault},
+		MinResyncPeriod:              12 * time.Hour,
+		ControllerShutdownTimeout:    10 * time.Second,
+		ControllerSyncStuckThreshold: 5 * time.Minute,
 	}
 }
 
@@ -85,6 +88,11 @@ func (o *GenericOptions) AddFlags(fs *pflag.FlagSet, reg *controllers.Registry) 
 		"How long a stopping mini-kcm waits for its controllers to finish in-flight syncs before it gives up. "+
 			"The lease is released only after every controller stopped, so a longer timeout delays the "+
 			"hand-over to a standby. 0 waits without limit.")
+	fs.DurationVar(&o.ControllerSyncStuckThreshold, "controller-sync-stuck-threshold", o.ControllerSyncStuckThreshold,
+		"How long one sync of one key may run before the controller-syncs check of /livez and /healthz fails, "+
+			"naming the controller and the key, so that the liveness probe restarts a replica whose worker is "+
+			"wedged. Syncs take milliseconds and every request has a timeout; a shorter threshold restarts sooner "+
+			"but risks restarting a replica that is merely slow. 0 turns the check off.")
 }
 
 // Validate checks the client settings, --controllers and the kubeconfig.
@@ -105,6 +113,9 @@ func (o *GenericOptions) Validate(reg *controllers.Registry) []error {
 	}
 	if o.ControllerShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--controller-shutdown-timeout must not be negative, got %s", o.ControllerShutdownTimeout))
+	}
+	if o.ControllerSyncStuckThreshold < 0 {
+		errs = append(errs, fmt.Errorf("--controller-sync-stuck-threshold must not be negative (0 turns the check off), got %s", o.ControllerSyncStuckThreshold))
 	}
 	errs = append(errs, validateControllers(reg, o.Controllers)...)
 	if _, err := o.RESTConfig(); err != nil {

@@ -7,7 +7,6 @@
 package options
 
 import (
-	"github.com/spf13/pflag"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	cliflag "k8s.io/component-base/cli/flag"
 	logsapi "k8s.io/component-base/logs/api/v1"
@@ -15,16 +14,6 @@ import (
 
 	"github.com/mini-kcm/mini-kcm/controllers"
 )
-
-// controllerOptions is implemented by the options of each controller. Options holds them
-// in a slice, so adding a controller adds one element instead of a line in every method.
-type controllerOptions interface {
-	// Section is the --help section of the controller's flags: its canonical name.
-	Section() string
-	AddFlags(fs *pflag.FlagSet)
-	Validate() []error
-	ApplyTo(cfg *controllers.Config)
-}
 
 // Options holds every flag of the mini-kcm command.
 type Options struct {
@@ -34,8 +23,10 @@ type Options struct {
 	Debugging      *DebuggingOptions
 	// FeatureGates holds --feature-gates, read by the controllers and the logging setup.
 	FeatureGates *FeatureGateOptions
-	// Controllers holds the options of each controller.
-	Controllers []controllerOptions
+	// Controllers holds the options of each controller that has any, by canonical
+	// name; each controller's Descriptor provides them (filled from the registry on
+	// first use).
+	Controllers map[string]controllers.Options
 	// Logs is component-base's logging configuration (-v, --logging-format, ...).
 	Logs *logsapi.LoggingConfiguration
 }
@@ -48,12 +39,7 @@ func NewOptions() *Options {
 		Serving:        NewServingOptions(),
 		Debugging:      NewDebuggingOptions(),
 		FeatureGates:   NewFeatureGateOptions(),
-		Controllers: []controllerOptions{
-			NewReplicaSetOptions(),
-			NewDeploymentOptions(),
-			NewEndpointsOptions(),
-		},
-		Logs: logsapi.NewLoggingConfiguration(),
+		Logs:           logsapi.NewLoggingConfiguration(),
 	}
 }
 
@@ -65,8 +51,9 @@ func (o *Options) Flags(reg *controllers.Registry) cliflag.NamedFlagSets {
 	o.FeatureGates.AddFlags(fss.FlagSet("generic"))
 	o.LeaderElection.AddFlags(fss.FlagSet("leader election"))
 	o.Serving.AddFlags(fss.FlagSet("serving"))
-	for _, c := range o.Controllers {
-		c.AddFlags(fss.FlagSet(c.Section()))
+	// One section per controller, named after it, as kube-controller-manager does.
+	for _, name := range o.controllerNames(reg) {
+		o.Controllers[name].AddFlags(fss.FlagSet(name))
 	}
 	o.Debugging.AddFlags(fss.FlagSet("debugging"))
 	logsapi.AddFlags(o.Logs, fss.FlagSet("logs"))
@@ -86,8 +73,8 @@ func (o *Options) Validate(reg *controllers.Registry) []error {
 	errs = append(errs, o.FeatureGates.Validate()...)
 	errs = append(errs, o.LeaderElection.Validate()...)
 	errs = append(errs, o.Serving.Validate()...)
-	for _, c := range o.Controllers {
-		errs = append(errs, c.Validate()...)
+	for _, name := range o.controllerNames(reg) {
+		errs = append(errs, o.Controllers[name].Validate()...)
 	}
 	return errs
 }
@@ -102,20 +89,41 @@ func (o *Options) Config(reg *controllers.Registry) (*Config, error) {
 		return nil, err
 	}
 	c := &Config{
-		RESTConfig:                restConfig,
-		EnabledControllers:        enabledControllers(reg, o.Generic.Controllers),
-		MinResyncPeriod:           o.Generic.MinResyncPeriod,
-		ControllerShutdownTimeout: o.Generic.ControllerShutdownTimeout,
-		LeaderElection:            *o.LeaderElection,
+		RESTConfig:                   restConfig,
+		EnabledControllers:           enabledControllers(reg, o.Generic.Controllers),
+		MinResyncPeriod:              o.Generic.MinResyncPeriod,
+		ControllerShutdownTimeout:    o.Generic.ControllerShutdownTimeout,
+		ControllerSyncStuckThreshold: o.Generic.ControllerSyncStuckThreshold,
+		LeaderElection:               *o.LeaderElection,
 		Serving: ServingConfig{
 			BindAddress:     o.Serving.BindAddress,
 			Port:            o.Serving.Port,
 			EnableProfiling: o.Debugging.EnableProfiling,
 		},
 	}
-	for _, co := range o.Controllers {
-		co.ApplyTo(&c.Controllers)
+	c.Controllers.Options = map[string]controllers.Options{}
+	for _, name := range o.controllerNames(reg) {
+		c.Controllers.Options[name] = o.Controllers[name]
 	}
 	o.FeatureGates.ApplyTo(&c.Controllers)
 	return c, nil
+}
+
+// controllerNames returns, sorted, the names of the registered controllers that have
+// options, first creating with their defaults the options not created yet.
+func (o *Options) controllerNames(reg *controllers.Registry) []string {
+	if o.Controllers == nil {
+		o.Controllers = map[string]controllers.Options{}
+	}
+	var names []string
+	for _, d := range reg.Descriptors() {
+		if d.NewOptions == nil {
+			continue
+		}
+		if _, ok := o.Controllers[d.Name]; !ok {
+			o.Controllers[d.Name] = d.NewOptions()
+		}
+		names = append(names, d.Name)
+	}
+	return names
 }

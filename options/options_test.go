@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
+	"github.com/mini-kcm/mini-kcm/controllers/deployment"
+	"github.com/mini-kcm/mini-kcm/controllers/endpoints"
+	"github.com/mini-kcm/mini-kcm/controllers/replicaset"
 )
 
 const validKubeconfig = `apiVersion: v1
@@ -73,12 +76,14 @@ func TestDefaultsMatchKubeControllerManager(t *testing.T) {
 		t.Errorf("host = %q", cfg.RESTConfig.Host)
 	}
 	wantControllers := controllers.Config{
-		ReplicaSet: controllers.ReplicaSetConfig{ConcurrentSyncs: 5},
-		Deployment: controllers.DeploymentConfig{ConcurrentSyncs: 5},
-		Endpoints:  controllers.EndpointsConfig{ConcurrentSyncs: 5},
-		Features:   allFeatures,
+		Options: map[string]controllers.Options{
+			"replicaset-controller": &replicaset.Options{ConcurrentSyncs: 5},
+			"deployment-controller": &deployment.Options{ConcurrentSyncs: 5},
+			"endpoints-controller":  &endpoints.Options{ConcurrentSyncs: 5},
+		},
+		Features: allFeatures,
 	}
-	if cfg.Controllers != wantControllers {
+	if !reflect.DeepEqual(cfg.Controllers, wantControllers) {
 		t.Errorf("controllers config = %+v, want %+v", cfg.Controllers, wantControllers)
 	}
 	if want := []string{"deployment-controller", "endpoints-controller", "replicaset-controller"}; !reflect.DeepEqual(cfg.EnabledControllers, want) {
@@ -89,6 +94,9 @@ func TestDefaultsMatchKubeControllerManager(t *testing.T) {
 		le.RetryPeriod != 2*time.Second || le.ResourceLock != "leases" ||
 		le.ResourceName != "mini-kube-controller-manager" || le.ResourceNamespace != "kube-system" {
 		t.Errorf("leader election = %+v", le)
+	}
+	if cfg.ControllerSyncStuckThreshold != 5*time.Minute {
+		t.Errorf("stuck-sync threshold %s, want 5m", cfg.ControllerSyncStuckThreshold)
 	}
 	if cfg.MinResyncPeriod != 12*time.Hour || cfg.ControllerShutdownTimeout != 10*time.Second {
 		t.Errorf("min resync %s, shutdown timeout %s", cfg.MinResyncPeriod, cfg.ControllerShutdownTimeout)
@@ -118,12 +126,14 @@ func TestFlagsAreAppliedToConfig(t *testing.T) {
 			cfg.RESTConfig.Burst, cfg.RESTConfig.ContentType)
 	}
 	want := controllers.Config{
-		ReplicaSet: controllers.ReplicaSetConfig{ConcurrentSyncs: 2},
-		Deployment: controllers.DeploymentConfig{ConcurrentSyncs: 3},
-		Endpoints:  controllers.EndpointsConfig{ConcurrentSyncs: 4, UpdatesBatchPeriod: 500 * time.Millisecond},
-		Features:   controllers.Features{DeploymentReplicaSetTerminatingReplicas: true, StaleControllerConsistencyReplicaSet: true},
+		Options: map[string]controllers.Options{
+			"replicaset-controller": &replicaset.Options{ConcurrentSyncs: 2},
+			"deployment-controller": &deployment.Options{ConcurrentSyncs: 3},
+			"endpoints-controller":  &endpoints.Options{ConcurrentSyncs: 4, UpdatesBatchPeriod: 500 * time.Millisecond},
+		},
+		Features: controllers.Features{DeploymentReplicaSetTerminatingReplicas: true, StaleControllerConsistencyReplicaSet: true},
 	}
-	if cfg.Controllers != want {
+	if !reflect.DeepEqual(cfg.Controllers, want) {
 		t.Errorf("controllers config = %+v, want %+v", cfg.Controllers, want)
 	}
 	if want := []string{"deployment-controller", "replicaset-controller"}; !reflect.DeepEqual(cfg.EnabledControllers, want) {
@@ -151,6 +161,8 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 		{"negative resync", []string{"--min-resync-period=-1s"}, []string{"--min-resync-period must not be negative, got -1s"}},
 		{"negative shutdown timeout", []string{"--controller-shutdown-timeout=-1s"},
 			[]string{"--controller-shutdown-timeout must not be negative, got -1s"}},
+		{"negative stuck-sync threshold", []string{"--controller-sync-stuck-threshold=-1s"},
+			[]string{"--controller-sync-stuck-threshold must not be negative (0 turns the check off), got -1s"}},
 		{"unknown controller", []string{"--controllers=*,-foo"}, []string{`"foo" is not in the list of known controllers`}},
 		{"zero replicaset workers", []string{"--concurrent-replicaset-syncs=0"},
 			[]string{"--concurrent-replicaset-syncs must be greater than 0, got 0"}},
@@ -282,7 +294,7 @@ func TestConfigReturnsAggregatedValidationErrors(t *testing.T) {
 func TestFlagsAreGroupedInSections(t *testing.T) {
 	fss := NewOptions().Flags(testRegistry(t))
 	want := map[string][]string{
-		"generic":               {"kubeconfig", "master", "kube-api-qps", "kube-api-burst", "kube-api-content-type", "controllers", "min-resync-period", "controller-shutdown-timeout", "feature-gates"},
+		"generic":               {"kubeconfig", "master", "kube-api-qps", "kube-api-burst", "kube-api-content-type", "controllers", "min-resync-period", "controller-shutdown-timeout", "controller-sync-stuck-threshold", "feature-gates"},
 		"leader election":       {"leader-elect", "leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period", "leader-elect-resource-lock", "leader-elect-resource-name", "leader-elect-resource-namespace"},
 		"serving":               {"bind-address", "port"},
 		"replicaset-controller": {"concurrent-replicaset-syncs"},

@@ -14,7 +14,6 @@ import (
 	"context"
 	"fmt"
 	"reflect"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -23,19 +22,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
 	"github.com/mini-kcm/mini-kcm/controllers/controllerref"
+	"github.com/mini-kcm/mini-kcm/controllers/queueworker"
 )
 
 const (
@@ -75,7 +72,8 @@ type Controller struct {
 
 	// queue holds "namespace/name" keys of Deployments to sync; it guarantees that one
 	// key is processed by at most one worker at a time.
-	queue workqueue.TypedRateLimitingInterface[string]
+	// A failed key is retried with backoff up to maxRetries times, then dropped.
+	queue *queueworker.Queue[string]
 
 	// features are the feature gates this controller honours.
 	features controllers.Features
@@ -83,6 +81,9 @@ type Controller struct {
 	// caches waits for the informers and reports which ones hang; nil (in tests) still
 	// waits but reports nothing.
 	caches *controllers.CacheSyncTracker
+	// syncs records the syncs in progress for the stuck-sync check; nil (in tests)
+	// records nothing.
+	syncs *controllers.InFlightSyncs
 	// now is the clock for condition timestamps and progress deadlines; tests replace it.
 	now func() time.Time
 }
@@ -103,12 +104,12 @@ func NewController(ctx context.Context, dInformer appsinformers.DeploymentInform
 		dSynced:   dInformer.Informer().HasSynced,
 		rsSynced:  rsInformer.Informer().HasSynced,
 		podSynced: podInformer.Informer().HasSynced,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "deployment"},
-		),
-		now: time.Now,
+		now:       time.Now,
 	}
+	c.queue = queueworker.NewQueue("deployment", Name, c.syncDeployment, queueworker.Retry{
+		MaxRetries: maxRetries,
+		Permanent:  isNamespaceTerminating,
+	})
 
 	if err := controllerref.AddPodControllerIndexer(podInformer.Informer()); err != nil {
 		return nil, fmt.Errorf("adding the pod controller index: %w", err)
@@ -139,31 +140,27 @@ func NewController(ctx context.Context, dInformer appsinformers.DeploymentInform
 	return c, nil
 }
 
-// Run waits for the caches, starts workers and blocks until ctx is cancelled. It
+// Run waits for the caches, runs workers and blocks until ctx is cancelled; it
 // returns only after every worker has finished its current key.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer utilruntime.HandleCrashWithContext(ctx)
-	logger := klog.FromContext(ctx)
-	logger.Info("Starting controller", "controller", Name, "workers", workers)
+	queueworker.Run(ctx, queueworker.Spec{
+		Controller: Name,
+		Workers:    workers,
+		Caches:     c.caches,
+		Informers: []controllers.InformerSync{
+			{Name: "deployments", Synced: c.dSynced},
+			{Name: "replicasets", Synced: c.rsSynced},
+			{Name: "pods", Synced: c.podSynced},
+		},
+		Syncs:  c.syncs,
+		Queues: []queueworker.Loop{c.queue},
+	})
+}
 
-	var wg sync.WaitGroup
-	defer func() {
-		logger.Info("Shutting down controller", "controller", Name)
-		c.queue.ShutDown()
-		wg.Wait()
-	}()
-
-	if !c.caches.WaitForCacheSync(ctx, Name,
-		controllers.InformerSync{Name: "deployments", Synced: c.dSynced},
-		controllers.InformerSync{Name: "replicasets", Synced: c.rsSynced},
-		controllers.InformerSync{Name: "pods", Synced: c.podSynced},
-	) {
-		return
-	}
-	for range workers {
-		wg.Go(func() { wait.UntilWithContext(ctx, c.worker, time.Second) })
-	}
-	<-ctx.Done()
+// isNamespaceTerminating reports the error of a create in a terminating namespace,
+// which refuses every create: retrying cannot help, so the key is forgotten.
+func isNamespaceTerminating(err error) bool {
+	return apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
 }
 
 func (c *Controller) addDeployment(logger klog.Logger, obj any) {
@@ -176,7 +173,7 @@ func (c *Controller) addDeployment(logger klog.Logger, obj any) {
 }
 
 func (c *Controller) deleteDeployment(logger klog.Logger, obj any) {
-	d, ok := objectOrTombstone[*appsv1.Deployment](obj)
+	d, ok := queueworker.DeletedObject[*appsv1.Deployment](obj)
 	if !ok {
 		return
 	}
@@ -247,7 +244,7 @@ func (c *Controller) updateReplicaSet(logger klog.Logger, old, cur any) {
 // deleteReplicaSet wakes the Deployment that controlled the ReplicaSet; nobody cares
 // about deleted orphans.
 func (c *Controller) deleteReplicaSet(logger klog.Logger, obj any) {
-	rs, ok := objectOrTombstone[*appsv1.ReplicaSet](obj)
+	rs, ok := queueworker.DeletedObject[*appsv1.ReplicaSet](obj)
 	if !ok {
 		return
 	}
@@ -265,7 +262,7 @@ func (c *Controller) deleteReplicaSet(logger klog.Logger, obj any) {
 // start the new pods only once they are all gone. RollingUpdate Deployments follow
 // their ReplicaSets' status instead.
 func (c *Controller) deletePod(logger klog.Logger, obj any) {
-	pod, ok := objectOrTombstone[*corev1.Pod](obj)
+	pod, ok := queueworker.DeletedObject[*corev1.Pod](obj)
 	if !ok {
 		return
 	}
@@ -349,39 +346,6 @@ func (c *Controller) enqueueAfter(d *appsv1.Deployment, after time.Duration) {
 	c.queue.AddAfter(cache.ObjectName{Namespace: d.Namespace, Name: d.Name}.String(), after)
 }
 
-func (c *Controller) worker(ctx context.Context) {
-	for c.processNextWorkItem(ctx) {
-	}
-}
-
-// processNextWorkItem syncs one key and decides, in this one place, whether it is done
-// (Forget), retried with backoff, or dropped after maxRetries.
-func (c *Controller) processNextWorkItem(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-
-	start := time.Now()
-	err := c.syncDeployment(ctx, key)
-	controllers.RecordSync(Name, start, err)
-
-	logger := klog.FromContext(ctx)
-	switch {
-	case err == nil || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
-		// A terminating namespace refuses every create; retrying cannot help.
-		c.queue.Forget(key)
-	case c.queue.NumRequeues(key) < maxRetries:
-		logger.V(2).Info("Error syncing deployment, will retry", "key", key, "err", err)
-		c.queue.AddRateLimited(key)
-	default:
-		utilruntime.HandleErrorWithContext(ctx, err, "Dropping deployment out of the queue", "key", key)
-		c.queue.Forget(key)
-	}
-	return true
-}
-
 // replicaSetsForDeployment lists the namespace's ReplicaSets and claims the ones this
 // Deployment owns: adopting matching orphans and releasing owned ones that stopped
 // matching. All ReplicaSets are listed, not just matching ones, so that owned ones
@@ -420,24 +384,4 @@ func (c *Controller) podsByReplicaSet(rsList []*appsv1.ReplicaSet) (map[types.UI
 		podMap[rs.UID] = pods
 	}
 	return podMap, nil
-}
-
-// objectOrTombstone unwraps a delete notification, which is either the object or a
-// tombstone holding its last known state.
-func objectOrTombstone[T any](obj any) (T, bool) {
-	if t, ok := obj.(T); ok {
-		return t, true
-	}
-	var zero T
-	tombstone, ok := obj.(cache.DeletedFinalStateUnknown)
-	if !ok {
-		utilruntime.HandleError(fmt.Errorf("couldn't get object from tombstone %#v", obj))
-		return zero, false
-	}
-	t, ok := tombstone.Obj.(T)
-	if !ok {
-		utilruntime.HandleError(fmt.Errorf("tombstone contained an object of unexpected type %T", tombstone.Obj))
-		return zero, false
-	}
-	return t, true
 }

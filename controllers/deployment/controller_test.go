@@ -409,13 +409,13 @@ func TestProcessNextWorkItemRetriesThenDrops(t *testing.T) {
 	key := "default/foo"
 	for i := 0; i < maxRetries; i++ {
 		f.c.queue.Add(key)
-		f.c.processNextWorkItem(f.ctx)
+		f.c.queue.ProcessNextWorkItem(f.ctx)
 		if got := f.c.queue.NumRequeues(key); got != i+1 {
 			t.Fatalf("after failure %d: requeues = %d", i+1, got)
 		}
 	}
 	f.c.queue.Add(key)
-	f.c.processNextWorkItem(f.ctx)
+	f.c.queue.ProcessNextWorkItem(f.ctx)
 	if got := f.c.queue.NumRequeues(key); got != 0 {
 		t.Errorf("after %d failures the key must be dropped, requeues = %d", maxRetries+1, got)
 	}
@@ -427,7 +427,7 @@ func TestProcessNextWorkItemRetriesThenDrops(t *testing.T) {
 		return true, nil, terminating
 	})
 	f.c.queue.Add(key)
-	f.c.processNextWorkItem(f.ctx)
+	f.c.queue.ProcessNextWorkItem(f.ctx)
 	if got := f.c.queue.NumRequeues(key); got != 0 {
 		t.Errorf("namespace terminating: requeues = %d, want 0", got)
 	}
@@ -481,7 +481,7 @@ func TestNewAsksForItsInformersAndUsesItsOwnIdentity(t *testing.T) {
 		InformerFactory: factory,
 		Clients:         fakeClients{client},
 		Events:          fakeRecorders{&recorders},
-		Config:          controllers.Config{Deployment: controllers.DeploymentConfig{ConcurrentSyncs: 2}},
+		Config:          controllers.Config{Options: map[string]controllers.Options{Name: &Options{ConcurrentSyncs: 2}}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -5,14 +5,16 @@ import (
 	"fmt"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
+	"github.com/mini-kcm/mini-kcm/controllers/queueworker"
 )
 
 // Descriptor registers the Deployment controller with the controller registry.
 func Descriptor() controllers.Descriptor {
 	return controllers.Descriptor{
-		Name:    Name,
-		Aliases: []string{"deployment"},
-		New:     New,
+		Name:       Name,
+		Aliases:    []string{"deployment"},
+		New:        New,
+		NewOptions: NewOptions,
 	}
 }
 
@@ -35,15 +37,6 @@ func New(ctx context.Context, cc controllers.Context) (controllers.Controller, e
 		return nil, err
 	}
 	c.caches = cc.Caches
-	return &runner{controller: c, workers: cc.Config.Deployment.ConcurrentSyncs}, nil
+	c.syncs = cc.Syncs
+	return queueworker.Bind(Name, c, int(controllers.OptionsFor[*Options](cc.Config, Name, NewOptions).ConcurrentSyncs)), nil
 }
-
-// runner adapts Controller to controllers.Controller, binding the worker count.
-type runner struct {
-	controller *Controller
-	workers    int
-}
-
-func (r *runner) Name() string { return Name }
-
-func (r *runner) Run(ctx context.Context) { r.controller.Run(ctx, r.workers) }

@@ -15,22 +15,20 @@ package endpoints
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
+	"github.com/mini-kcm/mini-kcm/controllers/queueworker"
 	"github.com/mini-kcm/mini-kcm/controllers/throttle"
 )
 
@@ -51,16 +49,18 @@ const (
 // Descriptor registers the controller under upstream's names.
 func Descriptor() controllers.Descriptor {
 	return controllers.Descriptor{
-		Name:    Name,
-		Aliases: []string{"endpoints", "endpoint"},
-		New:     New,
+		Name:       Name,
+		Aliases:    []string{"endpoints", "endpoint"},
+		New:        New,
+		NewOptions: NewOptions,
 	}
 }
 
 // New builds the controller from the app's shared context. It asks the shared factory for
 // the pod, Service and Endpoints informers; the app starts them.
 func New(ctx context.Context, cc controllers.Context) (controllers.Controller, error) {
-	workers := cc.Config.Endpoints.ConcurrentSyncs
+	opts := controllers.OptionsFor[*Options](cc.Config, Name, NewOptions)
+	workers := int(opts.ConcurrentSyncs)
 	if workers < 1 {
 		return nil, fmt.Errorf("%s needs at least 1 worker, got %d", Name, workers)
 	}
@@ -70,23 +70,14 @@ func New(ctx context.Context, cc controllers.Context) (controllers.Controller, e
 	}
 	core := cc.InformerFactory.Core().V1()
 	c, err := NewController(ctx, core.Pods(), core.Services(), core.Endpoints(), client,
-		cc.Events.Recorder(ComponentName), cc.Config.Endpoints.UpdatesBatchPeriod)
+		cc.Events.Recorder(ComponentName), opts.UpdatesBatchPeriod)
 	if err != nil {
 		return nil, err
 	}
 	c.caches = cc.Caches
-	return &runner{controller: c, workers: workers}, nil
+	c.syncs = cc.Syncs
+	return queueworker.Bind(Name, c, workers), nil
 }
-
-// runner adapts Controller to controllers.Controller, which fixes the worker count when
-// the controller is built.
-type runner struct {
-	controller *Controller
-	workers    int
-}
-
-func (r *runner) Name() string            { return Name }
-func (r *runner) Run(ctx context.Context) { r.controller.Run(ctx, r.workers) }
 
 // Controller keeps the Endpoints of selector-based Services in line with their pods.
 type Controller struct {
@@ -99,6 +90,8 @@ type Controller struct {
 	recorder record.EventRecorder
 	// caches reports which informers are still syncing; nil is fine (tests).
 	caches *controllers.CacheSyncTracker
+	// syncs records the syncs in progress for the stuck-sync check; nil is fine (tests).
+	syncs *controllers.InFlightSyncs
 
 	// serviceLister and endpointsLister read the shared informer caches.
 	serviceLister   corelisters.ServiceLister
@@ -116,11 +109,12 @@ type Controller struct {
 
 	// queue holds the keys (namespace/name) of Services to sync. A workqueue rather than
 	// a channel: a key queued many times is synced once, and never by two workers at once.
-	queue workqueue.TypedRateLimitingInterface[string]
+	// A failed key is retried up to maxRetries times, then dropped.
+	queue *queueworker.Queue[string]
 	// podQueue holds pod events waiting to be matched against the Services of their
 	// namespace, which can be costly and so is kept off the informer's goroutine.
 	// Projections are pointers, so every event is handled on its own.
-	podQueue workqueue.TypedRateLimitingInterface[*podProjection]
+	podQueue *queueworker.Queue[*podProjection]
 	// batchPeriod delays syncs caused by pod events (--endpoint-updates-batch-period).
 	batchPeriod time.Duration
 	// workerLoopPeriod is how long a worker waits before restarting after it returned.
@@ -137,24 +131,22 @@ func NewController(ctx context.Context, podInformer coreinformers.PodInformer, s
 	endpointsInformer coreinformers.EndpointsInformer, client kubernetes.Interface, recorder record.EventRecorder,
 	batchPeriod time.Duration) (*Controller, error) {
 	c := &Controller{
-		client:          client,
-		limiter:         throttle.Of(client),
-		recorder:        recorder,
-		serviceLister:   serviceInformer.Lister(),
-		endpointsLister: endpointsInformer.Lister(),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "endpoint"},
-		),
-		podQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[*podProjection](),
-			workqueue.TypedRateLimitingQueueConfig[*podProjection]{Name: "endpoint_pods"},
-		),
+		client:           client,
+		limiter:          throttle.Of(client),
+		recorder:         recorder,
+		serviceLister:    serviceInformer.Lister(),
+		endpointsLister:  endpointsInformer.Lister(),
 		batchPeriod:      batchPeriod,
 		workerLoopPeriod: time.Second,
 		triggerTimes:     newTriggerTimeTracker(),
 		staleEndpoints:   newStaleEndpointsTracker(),
 	}
+	retry := queueworker.Retry{MaxRetries: maxRetries}
+	c.queue = queueworker.NewQueue("endpoint", Name, c.syncService, retry)
+	// Pod projections only fan out to Service keys; the Service syncs are what the
+	// sync metrics count.
+	c.podQueue = queueworker.NewQueue("endpoint_pods", Name, c.syncPod, retry)
+	c.podQueue.Unrecorded = true
 	if err := controllers.AddIndexerOnce(podInformer.Informer(), podLabelIndex, podLabelIndexValues); err != nil {
 		return nil, fmt.Errorf("adding the pod label index: %w", err)
 	}
@@ -218,35 +210,24 @@ func (c *Controller) onPodEvent(oldObj, newObj any) {
 	}
 }
 
-// Run waits for the caches, starts workers service workers and as many pod workers, and
-// blocks until ctx is done. It returns only after every worker has stopped.
+// Run waits for the caches, starts workers Service workers and as many pod workers,
+// and blocks until ctx is done. It returns only after every worker has stopped.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer utilruntime.HandleCrashWithContext(ctx)
-	logger := klog.FromContext(ctx)
-	logger.Info("Starting endpoint controller", "workers", workers, "batchPeriod", c.batchPeriod)
-
-	var wg sync.WaitGroup
-	defer func() {
-		logger.Info("Shutting down endpoint controller")
-		c.queue.ShutDown()
-		c.podQueue.ShutDown()
-		wg.Wait()
-	}()
-
-	if !c.caches.WaitForCacheSync(ctx, Name,
-		controllers.InformerSync{Name: "pods", Synced: c.podsSynced},
-		controllers.InformerSync{Name: "services", Synced: c.servicesSynced},
-		controllers.InformerSync{Name: "endpoints", Synced: c.endpointsSynced},
-	) {
-		return
-	}
-
-	for range workers {
-		wg.Go(func() { wait.UntilWithContext(ctx, c.serviceWorker, c.workerLoopPeriod) })
-		wg.Go(func() { wait.UntilWithContext(ctx, c.podWorker, c.workerLoopPeriod) })
-	}
-	wg.Go(func() { c.checkLeftoverEndpoints(ctx) })
-	<-ctx.Done()
+	klog.FromContext(ctx).Info("Pod-driven syncs are batched", "batchPeriod", c.batchPeriod)
+	queueworker.Run(ctx, queueworker.Spec{
+		Controller: Name,
+		Workers:    workers,
+		Caches:     c.caches,
+		Informers: []controllers.InformerSync{
+			{Name: "pods", Synced: c.podsSynced},
+			{Name: "services", Synced: c.servicesSynced},
+			{Name: "endpoints", Synced: c.endpointsSynced},
+		},
+		Syncs:      c.syncs,
+		Queues:     []queueworker.Loop{c.queue, c.podQueue},
+		AfterSync:  c.checkLeftoverEndpoints,
+		LoopPeriod: c.workerLoopPeriod,
+	})
 }
 
 // checkLeftoverEndpoints queues every existing Endpoints once, so that one whose Service
@@ -267,44 +248,6 @@ func (c *Controller) checkLeftoverEndpoints(ctx context.Context) {
 	}
 }
 
-// serviceWorker syncs Services until the queue shuts down.
-func (c *Controller) serviceWorker(ctx context.Context) {
-	for c.processNextService(ctx) {
-	}
-}
-
-func (c *Controller) processNextService(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-
-	start := time.Now()
-	err := c.syncService(ctx, key)
-	controllers.RecordSync(Name, start, err)
-	handleErr(ctx, c.queue, key, err)
-	return true
-}
-
-// podWorker turns pod projections into Service syncs until the queue shuts down.
-func (c *Controller) podWorker(ctx context.Context) {
-	for c.processNextPod(ctx) {
-	}
-}
-
-func (c *Controller) processNextPod(ctx context.Context) bool {
-	projection, quit := c.podQueue.Get()
-	if quit {
-		return false
-	}
-	defer c.podQueue.Done(projection)
-
-	err := c.syncPod(ctx, projection)
-	handleErr(ctx, c.podQueue, projection, err)
-	return true
-}
-
 // syncPod queues, after the batch period, every Service whose Endpoints a pod event may
 // change. A Service already waiting keeps its earlier time, which is what batches the
 // pod events of one period into one sync.
@@ -318,21 +261,4 @@ func (c *Controller) syncPod(ctx context.Context, projection *podProjection) err
 		c.queue.AddAfter(key, c.batchPeriod)
 	}
 	return nil
-}
-
-// handleErr forgets a key after success and retries it with backoff after failure, up
-// to maxRetries times.
-func handleErr[T comparable](ctx context.Context, queue workqueue.TypedRateLimitingInterface[T], key T, err error) {
-	if err == nil {
-		queue.Forget(key)
-		return
-	}
-	logger := klog.FromContext(ctx)
-	if queue.NumRequeues(key) < maxRetries {
-		logger.V(2).Info("Sync failed, retrying", "key", key, "err", err)
-		queue.AddRateLimited(key)
-		return
-	}
-	queue.Forget(key)
-	utilruntime.HandleErrorWithContext(ctx, err, "Dropping key out of the queue after repeated failures", "key", key, "retries", maxRetries)
 }

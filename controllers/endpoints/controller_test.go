@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
+	"github.com/mini-kcm/mini-kcm/controllers/queueworker"
 )
 
 func TestDescriptorUsesUpstreamNames(t *testing.T) {
@@ -60,7 +61,7 @@ func TestNewBuildsTheControllerFromTheAppContext(t *testing.T) {
 		InformerFactory: factory,
 		Clients:         clients,
 		Events:          events,
-		Config:          controllers.Config{Endpoints: controllers.EndpointsConfig{ConcurrentSyncs: 3, UpdatesBatchPeriod: time.Second}},
+		Config:          controllers.Config{Options: map[string]controllers.Options{Name: &Options{ConcurrentSyncs: 3, UpdatesBatchPeriod: time.Second}}},
 	}
 
 	got, err := New(ctx, cc)
@@ -74,9 +75,9 @@ func TestNewBuildsTheControllerFromTheAppContext(t *testing.T) {
 	if !slices.Equal(clients.asked, []string{"endpoints-controller"}) || !slices.Equal(events.asked, []string{"endpoint-controller"}) {
 		t.Errorf("asked for clients %v and recorders %v", clients.asked, events.asked)
 	}
-	r := got.(*runner)
-	if r.workers != 3 || r.controller.batchPeriod != time.Second {
-		t.Errorf("workers %d, batch period %v; want 3 and 1s", r.workers, r.controller.batchPeriod)
+	r := got.(*queueworker.Runner[*Controller])
+	if r.Workers != 3 || r.Controller.batchPeriod != time.Second {
+		t.Errorf("workers %d, batch period %v; want 3 and 1s", r.Workers, r.Controller.batchPeriod)
 	}
 	// The informers must be registered with the factory by New, before the app starts it.
 	ctx, cancel := context.WithCancel(ctx)
@@ -102,11 +103,11 @@ func TestNewRefusesBadSettings(t *testing.T) {
 			InformerFactory: informers.NewSharedInformerFactory(client, 0),
 			Clients:         &clientBuilder{client: client},
 			Events:          &recorders{},
-			Config:          controllers.Config{Endpoints: controllers.EndpointsConfig{ConcurrentSyncs: 5}},
+			Config:          controllers.Config{Options: map[string]controllers.Options{Name: &Options{ConcurrentSyncs: 5}}},
 		}
 	}
 	noWorkers := base()
-	noWorkers.Config.Endpoints.ConcurrentSyncs = 0
+	noWorkers.Config.Options[Name] = &Options{ConcurrentSyncs: 0}
 	noClient := base()
 	noClient.Clients = &clientBuilder{err: errors.New("no kubeconfig")}
 
@@ -173,7 +174,7 @@ func TestPodEventsQueueMatchingServicesAfterTheBatchPeriod(t *testing.T) {
 			if f.controller.podQueue.Len() != 1 {
 				t.Fatalf("pod queue holds %d projections, want 1", f.controller.podQueue.Len())
 			}
-			f.controller.processNextPod(f.ctx)
+			f.controller.podQueue.ProcessNextWorkItem(f.ctx)
 
 			if got := drain(f.controller); !slices.Equal(got, tc.wantAtOnce) {
 				t.Errorf("queued %v, want %v", got, tc.wantAtOnce)

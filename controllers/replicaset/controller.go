@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -25,8 +24,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -34,7 +31,6 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
@@ -42,6 +38,7 @@ import (
 	"github.com/mini-kcm/mini-kcm/controllers/expectations"
 	"github.com/mini-kcm/mini-kcm/controllers/podcontrol"
 	"github.com/mini-kcm/mini-kcm/controllers/podstate"
+	"github.com/mini-kcm/mini-kcm/controllers/queueworker"
 )
 
 const (
@@ -99,12 +96,17 @@ type Controller struct {
 	podSynced cache.InformerSynced
 
 	// queue holds "namespace/name" keys of ReplicaSets to sync; it guarantees that one
-	// key is processed by at most one worker at a time.
-	queue workqueue.TypedRateLimitingInterface[string]
+	// key is processed by at most one worker at a time. A failed key is retried with
+	// per-key exponential backoff for as long as it fails: a ReplicaSet is never given
+	// up on.
+	queue *queueworker.Queue[string]
 
 	// caches waits for the informers and reports which ones hang; nil (in tests) still
 	// waits but reports nothing.
 	caches *controllers.CacheSyncTracker
+	// syncs records the syncs in progress for the stuck-sync check; nil (in tests)
+	// records nothing.
+	syncs *controllers.InFlightSyncs
 	// now is the clock for availability (minReadySeconds) and conditions; tests
 	// replace it.
 	now func() time.Time
@@ -128,12 +130,9 @@ func NewController(ctx context.Context, rsInformer appsinformers.ReplicaSetInfor
 		podLister:     podInformer.Lister(),
 		rsSynced:      rsInformer.Informer().HasSynced,
 		podSynced:     podInformer.Informer().HasSynced,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "replicaset"},
-		),
-		now: time.Now,
+		now:           time.Now,
 	}
+	c.queue = queueworker.NewQueue("replicaset", Name, c.syncReplicaSet, queueworker.Retry{Quiet: isStaleCache})
 	podControl := &podcontrol.Real{Client: client, Recorder: recorder}
 	if features.StaleControllerConsistencyReplicaSet {
 		c.consistency = newConsistencyGuard(map[schema.GroupResource]resourceVersionReader{
@@ -195,65 +194,28 @@ func (c *Controller) podWritten(pod *v1.Pod, ref *metav1.OwnerReference) {
 	c.consistency.WroteAt(types.NamespacedName{Namespace: pod.Namespace, Name: ref.Name}, ref.UID, podsResource, pod.ResourceVersion)
 }
 
-// Run waits for the caches, starts workers and blocks until ctx is cancelled. It
+// Run waits for the caches, runs workers and blocks until ctx is cancelled; it
 // returns only after every worker has finished its current key.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer utilruntime.HandleCrashWithContext(ctx)
-	logger := klog.FromContext(ctx)
-	logger.Info("Starting controller", "controller", Name, "workers", workers)
-
-	var wg sync.WaitGroup
-	defer func() {
-		logger.Info("Shutting down controller", "controller", Name)
-		c.queue.ShutDown()
-		wg.Wait()
-		logger.Info("Controller stopped", "controller", Name)
-	}()
-
-	if !c.caches.WaitForCacheSync(ctx, Name,
-		controllers.InformerSync{Name: "replicasets", Synced: c.rsSynced},
-		controllers.InformerSync{Name: "pods", Synced: c.podSynced},
-	) {
-		return
-	}
-	for range workers {
-		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
-	}
-	<-ctx.Done()
+	queueworker.Run(ctx, queueworker.Spec{
+		Controller: Name,
+		Workers:    workers,
+		Caches:     c.caches,
+		Informers: []controllers.InformerSync{
+			{Name: "replicasets", Synced: c.rsSynced},
+			{Name: "pods", Synced: c.podSynced},
+		},
+		Syncs:  c.syncs,
+		Queues: []queueworker.Loop{c.queue},
+	})
 }
 
-// runWorker processes keys until the queue shuts down.
-func (c *Controller) runWorker(ctx context.Context) {
-	for c.processNextWorkItem(ctx) {
-	}
-}
-
-// processNextWorkItem syncs one key. A failed key is retried with per-key exponential
-// backoff for as long as it fails (a ReplicaSet is never given up on); a successful
-// one has its backoff reset.
-func (c *Controller) processNextWorkItem(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-
-	start := time.Now()
-	err := c.syncReplicaSet(ctx, key)
-	controllers.RecordSync(Name, start, err)
-	if err == nil {
-		c.queue.Forget(key)
-		return true
-	}
+// isStaleCache reports the error of a sync held back until the informers caught up
+// with our own writes: expected right after them, so it is retried quietly, and the
+// backoff gives the informer time.
+func isStaleCache(err error) bool {
 	var stale *staleCacheError
-	if errors.As(err, &stale) {
-		// Expected right after our own writes; the backoff gives the informer time.
-		klog.FromContext(ctx).V(4).Info("Cache has not caught up with our writes; requeuing", "replicaSet", key, "err", err)
-	} else {
-		utilruntime.HandleErrorWithContext(ctx, err, "Error syncing ReplicaSet; requeuing", "replicaSet", key)
-	}
-	c.queue.AddRateLimited(key)
-	return true
+	return errors.As(err, &stale)
 }
 
 // enqueue adds the ReplicaSet's key to the queue.
@@ -303,17 +265,9 @@ func (c *Controller) updateReplicaSet(logger klog.Logger, old, cur any) {
 }
 
 func (c *Controller) deleteReplicaSet(logger klog.Logger, obj any) {
-	rs, ok := obj.(*appsv1.ReplicaSet)
+	rs, ok := queueworker.DeletedObject[*appsv1.ReplicaSet](obj)
 	if !ok {
-		tombstone, isTombstone := obj.(cache.DeletedFinalStateUnknown)
-		if !isTombstone {
-			utilruntime.HandleError(fmt.Errorf("couldn't get object from tombstone %#v", obj))
-			return
-		}
-		if rs, ok = tombstone.Obj.(*appsv1.ReplicaSet); !ok {
-			utilruntime.HandleError(fmt.Errorf("tombstone contained object that is not a ReplicaSet %#v", tombstone.Obj))
-			return
-		}
+		return
 	}
 	key := cacheKey(rs)
 	logger.V(4).Info("Deleting ReplicaSet", "replicaSet", klog.KObj(rs))
@@ -435,17 +389,9 @@ func (c *Controller) updatePod(logger klog.Logger, old, cur any) {
 // be stale: if its labels changed before the missed delete, a new owner only learns of
 // it on resync. Orphans concern no one.
 func (c *Controller) deletePod(logger klog.Logger, obj any) {
-	pod, ok := obj.(*v1.Pod)
+	pod, ok := queueworker.DeletedObject[*v1.Pod](obj)
 	if !ok {
-		tombstone, isTombstone := obj.(cache.DeletedFinalStateUnknown)
-		if !isTombstone {
-			utilruntime.HandleError(fmt.Errorf("couldn't get object from tombstone %+v", obj))
-			return
-		}
-		if pod, ok = tombstone.Obj.(*v1.Pod); !ok {
-			utilruntime.HandleError(fmt.Errorf("tombstone contained object that is not a pod %#v", tombstone.Obj))
-			return
-		}
+		return
 	}
 	ref := metav1.GetControllerOfNoCopy(pod)
 	if ref == nil {

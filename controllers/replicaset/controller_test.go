@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
+	"github.com/mini-kcm/mini-kcm/controllers/queueworker"
 )
 
 func TestResolveControllerRefNeedsKindNameAndUID(t *testing.T) {
@@ -296,7 +297,7 @@ func TestDescriptorBuildsTheControllerFromTheSharedContext(t *testing.T) {
 		Clients:         clients,
 		Events:          recorders{},
 		Caches:          &controllers.CacheSyncTracker{},
-		Config:          controllers.Config{ReplicaSet: controllers.ReplicaSetConfig{ConcurrentSyncs: 3}},
+		Config:          controllers.Config{Options: map[string]controllers.Options{Name: &Options{ConcurrentSyncs: 3}}},
 	}
 	ctrl, err := d.New(context.Background(), cc)
 	if err != nil {
@@ -305,7 +306,7 @@ func TestDescriptorBuildsTheControllerFromTheSharedContext(t *testing.T) {
 	if ctrl.Name() != "replicaset-controller" || clients.asked != "replicaset-controller" {
 		t.Errorf("name %q, client asked for %q", ctrl.Name(), clients.asked)
 	}
-	if r := ctrl.(*runner); r.workers != 3 || r.controller.caches != cc.Caches || r.controller.burstReplicas != BurstReplicas {
+	if r := ctrl.(*queueworker.Runner[*Controller]); r.Workers != 3 || r.Controller.caches != cc.Caches || r.Controller.burstReplicas != BurstReplicas {
 		t.Errorf("runner %+v does not use the configured workers, cache tracker and burst", r)
 	}
 	// The constructor asked the factory for both informers, so the app starts them.

@@ -5,14 +5,16 @@ import (
 	"fmt"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
+	"github.com/mini-kcm/mini-kcm/controllers/queueworker"
 )
 
 // Descriptor registers the ReplicaSet controller with the controller registry.
 func Descriptor() controllers.Descriptor {
 	return controllers.Descriptor{
-		Name:    Name,
-		Aliases: []string{"replicaset"},
-		New:     New,
+		Name:       Name,
+		Aliases:    []string{"replicaset"},
+		New:        New,
+		NewOptions: NewOptions,
 	}
 }
 
@@ -35,17 +37,6 @@ func New(ctx context.Context, cc controllers.Context) (controllers.Controller, e
 		return nil, err
 	}
 	c.caches = cc.Caches
-	return &runner{controller: c, workers: cc.Config.ReplicaSet.ConcurrentSyncs}, nil
+	c.syncs = cc.Syncs
+	return queueworker.Bind(Name, c, int(controllers.OptionsFor[*Options](cc.Config, Name, NewOptions).ConcurrentSyncs)), nil
 }
-
-// runner adapts Controller to controllers.Controller, binding the worker count.
-type runner struct {
-	controller *Controller
-	workers    int
-}
-
-// Name implements controllers.Controller.
-func (r *runner) Name() string { return Name }
-
-// Run implements controllers.Controller.
-func (r *runner) Run(ctx context.Context) { r.controller.Run(ctx, r.workers) }

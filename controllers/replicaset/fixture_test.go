@@ -73,12 +73,12 @@ func newFixtureWithFeatures(t *testing.T, features controllers.Features, burstRe
 		c:          c,
 		podControl: &podcontrol.Fake{},
 		recorder:   recorder,
-		queue:      &recordingQueue{TypedRateLimitingInterface: c.queue, after: map[string]time.Duration{}},
+		queue:      &recordingQueue{TypedRateLimitingInterface: c.queue.TypedRateLimitingInterface, after: map[string]time.Duration{}},
 		rsStore:    factory.Apps().V1().ReplicaSets().Informer().GetIndexer(),
 		podStore:   factory.Core().V1().Pods().Informer().GetIndexer(),
 	}
 	c.podControl = f.podControl
-	c.queue = f.queue
+	c.queue.TypedRateLimitingInterface = f.queue
 	c.now = func() time.Time { return testNow }
 	c.rsSynced = func() bool { return true }
 	c.podSynced = func() bool { return true }

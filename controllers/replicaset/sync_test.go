@@ -694,7 +694,7 @@ func TestStatusUpdateFailureRequeuesTheReplicaSet(t *testing.T) {
 		return true, nil, errors.New("apiserver unavailable")
 	})
 	f.queue.Add(cacheKey(rs))
-	f.c.processNextWorkItem(f.ctx)
+	f.c.queue.ProcessNextWorkItem(f.ctx)
 	if n := f.queue.NumRequeues(cacheKey(rs)); n != 1 {
 		t.Fatalf("requeues = %d, want 1 rate-limited retry", n)
 	}

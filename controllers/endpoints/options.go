@@ -1,4 +1,4 @@
-package options
+package endpoints
 
 import (
 	"fmt"
@@ -9,8 +9,8 @@ import (
 	"github.com/mini-kcm/mini-kcm/controllers"
 )
 
-// EndpointsOptions holds the flags of the Endpoints controller.
-type EndpointsOptions struct {
+// Options holds the flags of the Endpoints controller.
+type Options struct {
 	// ConcurrentSyncs is the number of Services synced in parallel.
 	ConcurrentSyncs int32
 	// UpdatesBatchPeriod delays pod-driven Service syncs to merge several pod changes
@@ -18,16 +18,13 @@ type EndpointsOptions struct {
 	UpdatesBatchPeriod time.Duration
 }
 
-// NewEndpointsOptions returns the upstream defaults.
-func NewEndpointsOptions() *EndpointsOptions {
-	return &EndpointsOptions{ConcurrentSyncs: 5}
+// NewOptions returns the upstream defaults.
+func NewOptions() controllers.Options {
+	return &Options{ConcurrentSyncs: 5}
 }
 
-// Section names the --help section, after the controller.
-func (o *EndpointsOptions) Section() string { return "endpoints-controller" }
-
 // AddFlags adds the controller's flags to fs.
-func (o *EndpointsOptions) AddFlags(fs *pflag.FlagSet) {
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Int32Var(&o.ConcurrentSyncs, "concurrent-endpoint-syncs", o.ConcurrentSyncs,
 		"The number of endpoint syncing operations that will be done concurrently. Larger number = faster "+
 			"endpoint updating, but more CPU (and network) load.")
@@ -40,16 +37,10 @@ func (o *EndpointsOptions) AddFlags(fs *pflag.FlagSet) {
 
 // Validate rejects a worker count that would leave the controller idle and a negative
 // batch period.
-func (o *EndpointsOptions) Validate() []error {
-	errs := validatePositive("concurrent-endpoint-syncs", o.ConcurrentSyncs)
+func (o *Options) Validate() []error {
+	errs := controllers.ValidateWorkers("concurrent-endpoint-syncs", o.ConcurrentSyncs)
 	if o.UpdatesBatchPeriod < 0 {
 		errs = append(errs, fmt.Errorf("--endpoint-updates-batch-period must not be negative, got %s", o.UpdatesBatchPeriod))
 	}
 	return errs
-}
-
-// ApplyTo copies the options into the controllers' configuration.
-func (o *EndpointsOptions) ApplyTo(cfg *controllers.Config) {
-	cfg.Endpoints.ConcurrentSyncs = int(o.ConcurrentSyncs)
-	cfg.Endpoints.UpdatesBatchPeriod = o.UpdatesBatchPeriod
 }

@@ -1,0 +1,28 @@
+package controllers
+
+import (
+	"fmt"
+
+	"github.com/spf13/pflag"
+)
+
+// Options are one controller's own flags, carried by its Descriptor, in the style of
+// kube-controller-manager's app/options/*controller.go: the options package adds them to
+// the controller's --help section, validates them with all the others and hands them to
+// the controller in Config.Options, so it needs to know no controller by name. The
+// controller reads them back with OptionsFor.
+type Options interface {
+	// AddFlags adds the controller's flags, with their defaults, to fs.
+	AddFlags(fs *pflag.FlagSet)
+	// Validate returns every problem, each naming the flag, the value and the fix.
+	Validate() []error
+}
+
+// ValidateWorkers reports a worker count below 1: upstream accepts 0 and then silently
+// runs no workers, which looks like a hang.
+func ValidateWorkers(flag string, value int32) []error {
+	if value <= 0 {
+		return []error{fmt.Errorf("--%s must be greater than 0, got %d", flag, value)}
+	}
+	return nil
+}

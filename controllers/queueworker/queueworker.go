@@ -1,0 +1,206 @@
+// Package queueworker is the worker loop every mini-kcm controller uses, written once:
+// Run waits for the controller's named caches, starts N workers per queue and returns
+// only after they stopped; each worker takes a key, calls the controller's sync function,
+// records the sync's duration and result (controllers.RecordSync) and its start in
+// controllers.InFlightSyncs (for the stuck-sync health check), and applies the queue's
+// retry policy in one place. A controller keeps only its handlers and its sync function.
+//
+// Queue latency, work duration, depth and retries per controller come from the named
+// workqueue (component-base's workqueue metrics provider, registered once by the app).
+package queueworker
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/mini-kcm/mini-kcm/controllers"
+)
+
+// Retry is a queue's policy for a key whose sync failed. Upstream differs per controller,
+// so each controller states its own.
+type Retry struct {
+	// MaxRetries drops a key after it failed this many times in a row, as upstream's
+	// maxRetries does; the key comes back at its next event. 0 retries forever.
+	MaxRetries int
+	// Permanent reports errors that retrying cannot fix: the key is forgotten as after
+	// a success. nil: none.
+	Permanent func(error) bool
+	// Quiet reports expected errors: retried as any other, but logged at V(4) instead
+	// of reported through HandleError. nil: none.
+	Quiet func(error) bool
+}
+
+// Queue is a rate-limited workqueue together with the sync function of its keys. It
+// embeds the workqueue, so handlers add keys to it directly.
+type Queue[K comparable] struct {
+	workqueue.TypedRateLimitingInterface[K]
+	// Controller is the controller's canonical name: the sync metrics' label and the
+	// name in stuck-sync reports.
+	Controller string
+	// Sync reconciles one key. An error retries the key according to Retry.
+	Sync func(ctx context.Context, key K) error
+	// Retry is what happens after Sync fails.
+	Retry Retry
+	// Unrecorded leaves this queue's syncs out of the sync metrics, for a queue that
+	// only fans work out to another (the endpoints controller's pod projections).
+	Unrecorded bool
+}
+
+// NewQueue returns a queue with the default controller rate limiter (per-key exponential
+// backoff from 5ms to 1000s, and an overall 10 qps/100 burst bucket) whose workqueue
+// metrics carry name.
+func NewQueue[K comparable](name, controller string, sync func(context.Context, K) error, retry Retry) *Queue[K] {
+	return &Queue[K]{
+		TypedRateLimitingInterface: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[K](),
+			workqueue.TypedRateLimitingQueueConfig[K]{Name: name},
+		),
+		Controller: controller,
+		Sync:       sync,
+		Retry:      retry,
+	}
+}
+
+// Loop is a queue that Run can drain with workers; *Queue[K] is one for every K.
+type Loop interface {
+	processNextWorkItem(ctx context.Context, syncs *controllers.InFlightSyncs) bool
+	ShutDown()
+}
+
+// ProcessNextWorkItem syncs one key, waiting for one if the queue is empty; false means
+// the queue shut down. Workers call it in a loop; tests call it to sync one key.
+func (q *Queue[K]) ProcessNextWorkItem(ctx context.Context) bool {
+	return q.processNextWorkItem(ctx, nil)
+}
+
+func (q *Queue[K]) processNextWorkItem(ctx context.Context, syncs *controllers.InFlightSyncs) bool {
+	key, quit := q.Get()
+	if quit {
+		return false
+	}
+	defer q.Done(key)
+
+	done := syncs.Started(q.Controller, fmt.Sprint(key))
+	start := time.Now()
+	err := q.Sync(ctx, key)
+	done()
+	if !q.Unrecorded {
+		controllers.RecordSync(q.Controller, start, err)
+	}
+	q.handleErr(ctx, key, err)
+	return true
+}
+
+// handleErr decides, in this one place, whether a key is done (Forget), retried with
+// backoff (AddRateLimited) or dropped.
+func (q *Queue[K]) handleErr(ctx context.Context, key K, err error) {
+	logger := klog.FromContext(ctx)
+	switch {
+	case err == nil || (q.Retry.Permanent != nil && q.Retry.Permanent(err)):
+		q.Forget(key)
+	case q.Retry.Quiet != nil && q.Retry.Quiet(err):
+		logger.V(4).Info("Sync failed as expected; retrying", "controller", q.Controller, "key", key, "err", err)
+		q.AddRateLimited(key)
+	case q.Retry.MaxRetries == 0:
+		// Never given up on: every failure is worth reporting.
+		utilruntime.HandleErrorWithContext(ctx, err, "Error syncing; requeuing", "controller", q.Controller, "key", key)
+		q.AddRateLimited(key)
+	case q.NumRequeues(key) < q.Retry.MaxRetries:
+		logger.V(2).Info("Error syncing, will retry", "controller", q.Controller, "key", key, "err", err)
+		q.AddRateLimited(key)
+	default:
+		utilruntime.HandleErrorWithContext(ctx, err, "Dropping key out of the queue after repeated failures",
+			"controller", q.Controller, "key", key, "retries", q.Retry.MaxRetries)
+		q.Forget(key)
+	}
+}
+
+// Spec is what Run needs from a controller.
+type Spec struct {
+	// Controller is the canonical controller name.
+	Controller string
+	// Workers is the number of workers started per queue.
+	Workers int
+	// Caches waits for Informers and reports the unsynced ones by name; nil still waits.
+	Caches *controllers.CacheSyncTracker
+	// Informers are the caches every worker needs synced before it starts.
+	Informers []controllers.InformerSync
+	// Syncs records the syncs in progress for the stuck-sync check; nil records nothing.
+	Syncs *controllers.InFlightSyncs
+	// Queues are drained by Workers workers each, and shut down when Run returns.
+	Queues []Loop
+	// AfterSync runs once in its own goroutine when the caches synced (e.g. queueing
+	// leftovers); it must return when ctx is done.
+	AfterSync func(ctx context.Context)
+	// LoopPeriod is how long a worker that returned (a panic) waits before it restarts;
+	// 0 means one second.
+	LoopPeriod time.Duration
+}
+
+// Run waits for the caches, runs the workers and blocks until ctx is cancelled. It
+// returns only after every worker has finished its current key, so the app can release
+// the lease knowing no write is in flight.
+func Run(ctx context.Context, s Spec) {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	logger := klog.FromContext(ctx)
+	logger.Info("Starting controller", "controller", s.Controller, "workers", s.Workers)
+
+	var wg sync.WaitGroup
+	defer func() {
+		logger.Info("Shutting down controller", "controller", s.Controller)
+		for _, q := range s.Queues {
+			q.ShutDown()
+		}
+		wg.Wait()
+		logger.Info("Controller stopped", "controller", s.Controller)
+	}()
+
+	if !s.Caches.WaitForCacheSync(ctx, s.Controller, s.Informers...) {
+		return
+	}
+	period := s.LoopPeriod
+	if period <= 0 {
+		period = time.Second
+	}
+	for _, q := range s.Queues {
+		for range s.Workers {
+			wg.Go(func() {
+				wait.UntilWithContext(ctx, func(ctx context.Context) {
+					for q.processNextWorkItem(ctx, s.Syncs) {
+					}
+				}, period)
+			})
+		}
+	}
+	if s.AfterSync != nil {
+		wg.Go(func() { s.AfterSync(ctx) })
+	}
+	<-ctx.Done()
+}
+
+// Runner adapts a controller with a Run(ctx, workers) method to controllers.Controller,
+// binding the worker count from its configuration. Tests reach the controller through
+// it.
+type Runner[C interface{ Run(context.Context, int) }] struct {
+	Controller C
+	Workers    int
+	name       string
+}
+
+// Bind returns the controllers.Controller that runs c with the given workers.
+func Bind[C interface{ Run(context.Context, int) }](name string, c C, workers int) *Runner[C] {
+	return &Runner[C]{Controller: c, Workers: workers, name: name}
+}
+
+// Name implements controllers.Controller.
+func (r *Runner[C]) Name() string { return r.name }
+
+// Run implements controllers.Controller.
+func (r *Runner[C]) Run(ctx context.Context) { r.Controller.Run(ctx, r.Workers) }
