@@ -26,27 +26,28 @@ var correlatorOptions = record.CorrelatorOptions{
 
 // eventRecorders is the process's single event pipeline. Upstream starts one broadcaster
 // per controller; one is enough, as a recorder carries its own component name.
-// It implements controllers.EventRecorders.
+// It implements controllers.EventRecorders once started.
 type eventRecorders struct {
 	broadcaster record.EventBroadcaster
 }
 
-// startEvents starts recording events to the core/v1 Events API through client and,
-// with -v=3 or more, logging them at V(3), the level upstream controllers log their
-// events at. The broadcaster ignores ctx's cancellation, so events recorded during
-// shutdown (such as "stopped leading") are still sent; call shutdown last.
-func startEvents(ctx context.Context, client kubernetes.Interface) *eventRecorders {
-	broadcaster := record.NewBroadcaster(
+// start starts recording events to the core/v1 Events API through client and, with -v=3
+// or more, logging them at V(3), the level upstream controllers log their events at.
+// The broadcaster ignores ctx's cancellation, so events recorded during shutdown (such
+// as "stopped leading") are still sent: only shutdown stops it, and it hands the queued
+// events to the sink before it cancels the write in flight, which cancelling the
+// broadcaster's context would abort at once.
+func (e *eventRecorders) start(ctx context.Context, client kubernetes.Interface) {
+	e.broadcaster = record.NewBroadcaster(
 		record.WithContext(context.WithoutCancel(ctx)),
 		record.WithCorrelatorOptions(correlatorOptions),
 	)
 	// The verbosity is fixed at start (nothing serves /debug/flags/v), so without -v=3
 	// the logging watcher would only pass every event through one more goroutine.
 	if klog.FromContext(ctx).V(3).Enabled() {
-		broadcaster.StartStructuredLogging(3)
+		e.broadcaster.StartStructuredLogging(3)
 	}
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	return &eventRecorders{broadcaster: broadcaster}
+	e.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 }
 
 // Recorder returns a recorder whose events name component as their source.

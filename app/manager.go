@@ -51,52 +51,59 @@ type controllerManager struct {
 	syncs *controllers.InFlightSyncs
 }
 
-// run builds every enabled controller, then starts the shared informers, then runs the
-// controllers until ctx is cancelled. It returns after every controller's Run returned
-// and the informers stopped, in that order, so the caller may then release the Lease.
-// If the controllers do not stop within the shutdown timeout, it returns an error
-// wrapping leaderelection.ErrControllersStillRunning.
+// run runs one term's lifecycle: the shared informers' factory, then the controllers,
+// which are built (asking the factory for their informers), start the informers and
+// run until ctx is cancelled. It returns after every controller's Run returned and the
+// informers stopped, in that order, so the caller may then release the Lease. If the
+// controllers do not stop within the shutdown timeout, it returns an error wrapping
+// leaderelection.ErrControllersStillRunning.
 func (m *controllerManager) run(ctx context.Context) error {
-	logger := klog.FromContext(ctx)
 	m.readiness.setLeading()
 
-	informerClient, err := m.informerClient("shared-informers")
-	if err != nil {
-		return err
-	}
-	name, err := cache.NewInformerName(informerName)
-	if err != nil {
-		return fmt.Errorf("naming the shared informers: %w", err)
-	}
-	factory := informers.NewSharedInformerFactoryWithOptions(informerClient, resyncPeriod(m.minResyncPeriod),
-		informers.WithTransform(trimCachedObject), informers.WithInformerName(name))
-	// The informers get a context of their own and stop only after the controllers
-	// returned, so a worker finishing its last sync still reads a live cache.
-	informerCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
-	defer func() {
-		stopInformers()
-		factory.Shutdown()
-		logger.Info("Informers stopped")
-	}()
-
-	caches := &controllers.CacheSyncTracker{}
-	built, err := m.build(ctx, controllers.Context{
-		InformerFactory: factory,
-		Clients:         m.clients,
-		Events:          m.events,
-		Caches:          caches,
-		Syncs:           m.syncs,
-		Config:          m.config,
+	// The term's stages, in start order (see lifecycle).
+	term := newLifecycle("term")
+	var (
+		factory informers.SharedInformerFactory
+		// informersCtx is the informers stage's context: the informers stop only after
+		// the controllers returned, so a worker finishing its last sync still reads a
+		// live cache.
+		informersCtx context.Context
+	)
+	term.add("informers", func(ctx context.Context) (func(), error) {
+		informerClient, err := m.informerClient("shared-informers")
+		if err != nil {
+			return nil, err
+		}
+		name, err := cache.NewInformerName(informerName)
+		if err != nil {
+			return nil, fmt.Errorf("naming the shared informers: %w", err)
+		}
+		factory = informers.NewSharedInformerFactoryWithOptions(informerClient, resyncPeriod(m.minResyncPeriod),
+			informers.WithTransform(trimCachedObject), informers.WithInformerName(name))
+		informersCtx = ctx
+		// Shutdown waits for the informers and releases their name for the next term.
+		return factory.Shutdown, nil
 	})
-	if err != nil {
-		return err
-	}
-	m.readiness.setControllersBuilt(caches)
+	return term.run(ctx, "controllers", func(ctx context.Context) error {
+		caches := &controllers.CacheSyncTracker{}
+		built, err := m.build(ctx, controllers.Context{
+			InformerFactory: factory,
+			Clients:         m.clients,
+			Events:          m.events,
+			Caches:          caches,
+			Syncs:           m.syncs,
+			Config:          m.config,
+		})
+		if err != nil {
+			return err
+		}
+		m.readiness.setControllersBuilt(caches)
 
-	// Start only now: the constructors registered the informers they need, and an
-	// informer requested after Start would never run.
-	factory.Start(informerCtx.Done())
-	return m.runControllers(ctx, built)
+		// Start only now: the constructors registered the informers they need, and an
+		// informer requested after Start would never run.
+		factory.Start(informersCtx.Done())
+		return m.runControllers(ctx, built)
+	})
 }
 
 // build calls the constructor of every enabled controller, each with a logger named

@@ -29,10 +29,11 @@ const (
 	eventComponent = "mini-kcm"
 )
 
-// Run runs mini-kcm until ctx is cancelled, in this order: event recording and serving
-// start at once on every replica; mini-kcm waits for the apiserver; then it campaigns for
-// the Lease (or, with --leader-elect=false, starts right away) and runs the enabled
-// controllers of reg while it leads.
+// Run runs mini-kcm until ctx is cancelled, in this order (the process's lifecycle in
+// run): serving and event recording start at once on every replica; mini-kcm waits for
+// the apiserver; then it campaigns for the Lease (or, with --leader-elect=false, starts
+// right away) and runs the enabled controllers of reg while it leads. On shutdown these
+// stop in reverse order.
 //
 // Run returns nil after a graceful shutdown and an error when something failed or the
 // controllers did not stop in time. A lost Lease exits the process with code 1.
@@ -57,9 +58,7 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 	if err != nil {
 		return err
 	}
-	// Events are recorded until the very end, so that "stopped leading" gets out.
-	events := startEvents(ctx, eventClient)
-	defer events.shutdown()
+	events := &eventRecorders{}
 
 	ready := &readiness{}
 	stopReadiness := context.AfterFunc(ctx, ready.setStopping)
@@ -85,29 +84,6 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 		healthz: checksHandler{endpoint: "healthz", checks: healthzChecks},
 		readyz:  checksHandler{endpoint: "readyz", checks: readyzChecks},
 	}, cfg.Serving.EnableProfiling)
-	// Serve before anything can block, on every replica: probes and metrics must work
-	// for standbys and for a replica still waiting for the apiserver.
-	srv, err := startServing(ctx, cfg.Serving, handler)
-	if err != nil {
-		return err
-	}
-	defer srv.stop()
-
-	if err := probe.waitUntilHealthy(ctx, apiServerWait); err != nil {
-		if ctx.Err() != nil {
-			logger.Info("Shut down while waiting for the apiserver")
-			return nil
-		}
-		return err
-	}
-	// The probe keeps running through the shutdown, for /readyz; it stops last.
-	probeCtx, stopProbe := context.WithCancel(context.WithoutCancel(ctx))
-	var probing sync.WaitGroup
-	probing.Go(func() { probe.run(probeCtx, apiServerProbeInterval) })
-	defer func() {
-		stopProbe()
-		probing.Wait()
-	}()
 
 	manager := &controllerManager{
 		registry:        reg,
@@ -121,11 +97,44 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 		readiness:       ready,
 		syncs:           syncs,
 	}
+
+	// The process's stages, in start order; they stop in reverse once the work (the
+	// election, or the controllers without it) returned. See lifecycle.
+	process := newLifecycle("process")
+	// Serving comes first, before anything can block, on every replica: probes and
+	// metrics must work for standbys and for a replica still waiting for the apiserver.
+	// It stops last.
+	process.add("serving", func(ctx context.Context) (func(), error) {
+		srv, err := startServing(ctx, cfg.Serving, handler)
+		return srv.stop, err
+	})
+	// Events are recorded until the election ended, so that "stopped leading" gets out.
+	process.add("event broadcaster", func(ctx context.Context) (func(), error) {
+		events.start(ctx, eventClient)
+		return events.shutdown, nil
+	})
+	// Wait for the apiserver (a signal ends the wait, which is not an error), then keep
+	// probing it for /readyz through the shutdown.
+	process.add("apiserver probe", func(probeCtx context.Context) (func(), error) {
+		if err := probe.waitUntilHealthy(ctx, apiServerWait); err != nil {
+			if ctx.Err() != nil {
+				return nil, errShutDownWhileStarting
+			}
+			return nil, err
+		}
+		var probing sync.WaitGroup
+		probing.Go(func() { probe.run(probeCtx, apiServerProbeInterval) })
+		return probing.Wait, nil
+	})
 	if !cfg.LeaderElection.LeaderElect {
 		logger.Info("Leader election is off: running the controllers without a lease")
-		err = manager.run(ctx)
+		err = process.run(ctx, "controllers", manager.run)
 	} else {
-		err = campaign(ctx, cfg, events, watchdog, ready, manager.run)
+		// The election runs a term (see controllerManager.run) while leading and releases
+		// the Lease after the term ended; leaderelection owns that order.
+		err = process.run(ctx, "election", func(ctx context.Context) error {
+			return campaign(ctx, cfg, events, watchdog, ready, manager.run)
+		})
 	}
 	if err == nil {
 		logger.Info("Shutdown complete")
