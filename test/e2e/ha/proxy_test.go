@@ -324,13 +324,15 @@ func (p *Proxy) forget(c *proxiedConn) {
 	}
 }
 
-func TestProxyForwardsHoldsWhileBlackholedAndDropsHeldConnectionsOnHeal(t *testing.T) {
-	// An echo server stands in for the apiserver.
+// startEchoProxy starts a proxy in front of an echo server, which stands in for the
+// apiserver; both stop when the test ends.
+func startEchoProxy(t *testing.T) *Proxy {
+	t.Helper()
 	echo, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer echo.Close()
+	t.Cleanup(func() { echo.Close() })
 	go func() {
 		for {
 			c, err := echo.Accept()
@@ -344,7 +346,12 @@ func TestProxyForwardsHoldsWhileBlackholedAndDropsHeldConnectionsOnHeal(t *testi
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
+	t.Cleanup(p.Close)
+	return p
+}
+
+func TestProxyForwardsHoldsWhileBlackholedAndDropsHeldConnectionsOnHeal(t *testing.T) {
+	p := startEchoProxy(t)
 
 	roundTrip := func(c net.Conn, msg string) error {
 		if err := c.SetDeadline(time.Now().Add(500 * time.Millisecond)); err != nil {
@@ -402,25 +409,7 @@ func TestProxyForwardsHoldsWhileBlackholedAndDropsHeldConnectionsOnHeal(t *testi
 }
 
 func TestProxyCutsOnlyQuietConnectionsKeepsThemOpenAndRecordsTheClientsClose(t *testing.T) {
-	echo, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer echo.Close()
-	go func() {
-		for {
-			c, err := echo.Accept()
-			if err != nil {
-				return
-			}
-			go func() { _, _ = io.Copy(c, c); c.Close() }()
-		}
-	}()
-	p, err := StartProxy(echo.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := startEchoProxy(t)
 	dial := func() net.Conn {
 		c, err := net.Dial("tcp", p.Addr())
 		if err != nil {
