@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport"
 
-	"github.com/mini-kcm/mini-kcm/controllers/cachedpod"
+	"github.com/mini-kcm/mini-kcm/app/cachedpod"
 	"github.com/mini-kcm/mini-kcm/controllers/throttle"
 )
 

@@ -17,7 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
-	"github.com/mini-kcm/mini-kcm/controllers/cachedpod"
+	"github.com/mini-kcm/mini-kcm/app/cachedpod"
 	"github.com/mini-kcm/mini-kcm/leaderelection"
 )
 

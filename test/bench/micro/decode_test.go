@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/kubernetes/scheme"
 
-	"github.com/mini-kcm/mini-kcm/controllers/cachedpod"
+	"github.com/mini-kcm/mini-kcm/app/cachedpod"
 )
 
 // watchedPod is one pod of the end-to-end benchmarks as a pod watch delivers it, in the
