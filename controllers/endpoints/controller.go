@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -180,9 +181,11 @@ func NewController(ctx context.Context, podInformer coreinformers.PodInformer, s
 	if err != nil {
 		return nil, fmt.Errorf("adding pod event handler: %w", err)
 	}
-	// Only deletions matter: they bring a deleted Endpoints back. Other edits to an
-	// Endpoints are overwritten at the next sync of its Service, as upstream does.
+	// Deletions bring a deleted Endpoints back. Updates matter only to a sync waiting
+	// for the cache to see our own last write; other edits to an Endpoints are
+	// overwritten at the next sync of its Service, as upstream does.
 	endpoints, err := endpointsInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: c.onEndpointsUpdate,
 		DeleteFunc: c.enqueueService,
 	})
 	if err != nil {
@@ -203,6 +206,20 @@ func (c *Controller) enqueueService(obj any) {
 		return
 	}
 	c.queue.Add(key)
+}
+
+// onEndpointsUpdate queues the Service of an Endpoints whose sync waits for the cache to
+// move past a version this controller replaced, now that it has (see
+// staleEndpointsTracker). Resyncs, which keep the version, move nothing.
+func (c *Controller) onEndpointsUpdate(oldObj, newObj any) {
+	old, ok := oldObj.(*v1.Endpoints)
+	cur, curOK := newObj.(*v1.Endpoints)
+	if !ok || !curOK || old.ResourceVersion == cur.ResourceVersion {
+		return
+	}
+	if c.staleEndpoints.cacheMovedPast(old) {
+		c.enqueueService(cur)
+	}
 }
 
 // onPodEvent queues the projection of a pod add (oldObj nil), update or delete (newObj
