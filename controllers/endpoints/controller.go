@@ -5,6 +5,9 @@
 //
 //   - Service events sync that Service at once; Endpoints deletions sync their Service, so
 //     a deleted Endpoints comes back (other edits are overwritten at the next sync).
+//   - A sync that finds the cache still holding the Endpoints our last update replaced
+//     waits, and the update event that brings the cache past it syncs the Service at
+//     once; upstream retries it with the queue's backoff instead.
 //   - Pod events go through a second queue of "pod projections", whose workers find the
 //     Services selecting the pod and sync them after --endpoint-updates-batch-period, so
 //     that a burst of pod changes becomes one write per Service.
