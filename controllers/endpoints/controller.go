@@ -5,6 +5,9 @@
 //
 //   - Service events sync that Service at once; Endpoints deletions sync their Service, so
 //     a deleted Endpoints comes back (other edits are overwritten at the next sync).
+//   - A sync that finds the cache still holding the Endpoints our last update replaced
+//     waits, and the update event that brings the cache past it syncs the Service at
+//     once; upstream retries it with the queue's backoff instead.
 //   - Pod events go through a second queue of "pod projections", whose workers find the
 //     Services selecting the pod and sync them after --endpoint-updates-batch-period, so
 //     that a burst of pod changes becomes one write per Service.
@@ -17,6 +20,7 @@ import (
 	"fmt"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	coreinformers "k8s.io/client-go/informers/core/v1"
@@ -172,9 +176,11 @@ func NewController(ctx context.Context, podInformer coreinformers.PodInformer, s
 	if err != nil {
 		return nil, fmt.Errorf("adding pod event handler: %w", err)
 	}
-	// Only deletions matter: they bring a deleted Endpoints back. Other edits to an
-	// Endpoints are overwritten at the next sync of its Service, as upstream does.
+	// Deletions bring a deleted Endpoints back. Updates matter only to a sync waiting
+	// for the cache to see our own last write; other edits to an Endpoints are
+	// overwritten at the next sync of its Service, as upstream does.
 	endpoints, err := endpointsInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: c.onEndpointsUpdate,
 		DeleteFunc: c.enqueueService,
 	})
 	if err != nil {
@@ -195,6 +201,20 @@ func (c *Controller) enqueueService(obj any) {
 		return
 	}
 	c.queue.Add(key)
+}
+
+// onEndpointsUpdate queues the Service of an Endpoints whose sync waits for the cache to
+// move past a version this controller replaced, now that it has (see
+// staleEndpointsTracker). Resyncs, which keep the version, move nothing.
+func (c *Controller) onEndpointsUpdate(oldObj, newObj any) {
+	old, ok := oldObj.(*v1.Endpoints)
+	cur, curOK := newObj.(*v1.Endpoints)
+	if !ok || !curOK || old.ResourceVersion == cur.ResourceVersion {
+		return
+	}
+	if c.staleEndpoints.cacheMovedPast(old) {
+		c.enqueueService(cur)
+	}
 }
 
 // onPodEvent queues the projection of a pod add (oldObj nil), update or delete (newObj

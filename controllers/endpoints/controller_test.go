@@ -12,15 +12,21 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2/ktesting"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
+	"github.com/mini-kcm/mini-kcm/controllers/endpoints/subsets"
+	"github.com/mini-kcm/mini-kcm/controllers/podstate"
 	"github.com/mini-kcm/mini-kcm/controllers/queueworker"
 )
 
@@ -400,4 +406,100 @@ func drain(c *Controller) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// TestASyncBehindItsOwnWriteResumesWhenTheCacheCatchesUp replays the end of a readiness
+// flip: a pod changes while its Service's Endpoints update is in flight, so the next
+// sync finds the cache still holding the version that update replaced. That sync must
+// run again as soon as the cache sees the write, not after a retry backoff: the queue
+// here runs on a clock that never moves, so only an immediate requeue brings the
+// Service back.
+func TestASyncBehindItsOwnWriteResumesWhenTheCacheCatchesUp(t *testing.T) {
+	const ns = "default"
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	client := fake.NewClientset()
+	bumpResourceVersions(client)
+	// The Endpoints watch delivers only what the test sends, so the test decides when
+	// the cache sees the controller's write.
+	endpointsWatch := watch.NewFake()
+	client.PrependWatchReactor("endpoints", core.DefaultWatchReactor(endpointsWatch, nil))
+	factory := informers.NewSharedInformerFactory(client, 0)
+	cached := factory.Core().V1()
+	c, err := NewController(ctx, cached.Pods(), cached.Services(), cached.Endpoints(), client, record.NewFakeRecorder(100), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.queue.TypedRateLimitingInterface = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Clock: clocktesting.NewFakeClock(time.Now())})
+	defer c.queue.ShutDown()
+
+	if _, err := client.CoreV1().Pods(ns).Create(ctx, testPod(ns, 0, 1, true, ipv4only), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().Services(ns).Create(ctx, testService(ns), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	empty := &v1.Endpoints{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "foo", Labels: managedLabels()}}
+	if _, err := client.CoreV1().Endpoints(ns).Create(ctx, empty, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			t.Fatalf("cache of %v did not sync", typ)
+		}
+	}
+	stored := func() *v1.Endpoints {
+		t.Helper()
+		ep, err := client.CoreV1().Endpoints(ns).Get(ctx, "foo", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ep
+	}
+	syncQueued := func() {
+		t.Helper()
+		if n := c.queue.Len(); n != 1 {
+			t.Fatalf("%d Services ready to sync, want 1", n)
+		}
+		c.queue.ProcessNextWorkItem(ctx)
+	}
+
+	// The first sync publishes the ready pod; its write is not in the cache yet.
+	c.queue.Add(ns + "/foo")
+	syncQueued()
+	written := stored()
+	if ready, _ := subsets.Count(written.Subsets); ready != 1 {
+		t.Fatalf("the first write has %d ready addresses, want 1", ready)
+	}
+
+	// The pod turns not ready meanwhile, and its Service's sync finds its own write
+	// missing from the cache.
+	pod, err := client.CoreV1().Pods(ns).Get(ctx, "pod0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.Conditions[0].Status = v1.ConditionFalse
+	if _, err := client.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pod cache to see the pod not ready", func() bool {
+		pod, err := cached.Pods().Lister().Pods(ns).Get("pod0")
+		return err == nil && !podstate.IsReady(pod)
+	})
+	c.queue.Add(ns + "/foo")
+	syncQueued()
+	if got := stored(); got.ResourceVersion != written.ResourceVersion {
+		t.Fatalf("a sync from the stale cache wrote version %s", got.ResourceVersion)
+	}
+
+	// The cache catches up: the Service syncs again at once and publishes the change.
+	endpointsWatch.Modify(written)
+	waitFor(t, "the Service to be queued again", func() bool { return c.queue.Len() == 1 })
+	syncQueued()
+	if ready, notReady := subsets.Count(stored().Subsets); ready != 0 || notReady != 1 {
+		t.Errorf("the Endpoints have %d ready and %d not-ready addresses, want the pod not ready", ready, notReady)
+	}
 }

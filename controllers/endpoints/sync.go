@@ -80,9 +80,10 @@ type endpointsWrite struct {
 }
 
 // planWrite reads the Service, its pods and its Endpoints from the caches and returns
-// the write that brings the Endpoints in line, or nil if there is nothing to write. A
-// plan made again after an earlier one passes that one's trigger time, since the
-// write publishes the changes both saw.
+// the write that brings the Endpoints in line, or nil if there is nothing to write, or
+// nothing yet: the cache has not seen our last write (see cachedEndpoints). A plan made
+// again after an earlier one passes that one's trigger time, since the write publishes
+// the changes both saw.
 func (c *Controller) planWrite(logger klog.Logger, namespace, name string, earlierTrigger time.Time) (*endpointsWrite, error) {
 	key := namespace + "/" + name
 	service, err := c.serviceLister.Services(namespace).Get(name)
@@ -100,6 +101,17 @@ func (c *Controller) planWrite(logger klog.Logger, namespace, name string, earli
 		return nil, nil
 	}
 
+	// The Endpoints are read before the pods, so that the trigger time below is
+	// observed by the sync that writes, not by one that waits for the cache.
+	current, err := c.cachedEndpoints(namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	if current == nil {
+		logger.V(4).Info("Waiting for the Endpoints cache to see our last update", "service", klog.KObj(service))
+		return nil, nil
+	}
+
 	pods, err := podsSelectedBy(c.podIndexer, namespace, service.Spec.Selector)
 	if err != nil {
 		return nil, fmt.Errorf("listing pods of service %s: %w", key, err)
@@ -111,16 +123,6 @@ func (c *Controller) planWrite(logger klog.Logger, namespace, name string, earli
 		triggerTime = earlierTrigger
 	}
 	desired, ready, notReady := subsetsFor(logger, service, pods)
-
-	current, err := c.endpointsLister.Endpoints(namespace).Get(name)
-	switch {
-	case apierrors.IsNotFound(err):
-		current = &v1.Endpoints{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
-	case err != nil:
-		return nil, fmt.Errorf("getting endpoints %s: %w", key, err)
-	case c.staleEndpoints.isStale(current):
-		return nil, fmt.Errorf("endpoints cache is out of date: resourceVersion %s of %s was already replaced", current.ResourceVersion, key)
-	}
 	create := current.ResourceVersion == ""
 
 	if !create && upToDate(current, desired, service) {
@@ -136,6 +138,30 @@ func (c *Controller) planWrite(logger klog.Logger, namespace, name string, earli
 		ready:       ready,
 		notReady:    notReady,
 	}, nil
+}
+
+// cachedEndpoints returns a Service's Endpoints from the cache, or an empty one if there
+// is none. It returns nil if the cache still holds a version this controller has
+// replaced: the sync then ends without a write, and onEndpointsUpdate queues the Service
+// again as soon as the cache has caught up (see staleEndpointsTracker).
+func (c *Controller) cachedEndpoints(namespace, name string) (*v1.Endpoints, error) {
+	for {
+		current, err := c.endpointsLister.Endpoints(namespace).Get(name)
+		if apierrors.IsNotFound(err) {
+			return &v1.Endpoints{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("getting endpoints %s/%s: %w", namespace, name, err)
+		}
+		switch c.staleEndpoints.check(current) {
+		case cacheCurrent:
+			return current, nil
+		case cacheBehind:
+			return nil, nil
+		}
+		// cachePassed: the cache caught up between the read and the check, and now
+		// holds a newer version; read that.
+	}
 }
 
 // writeEndpoints creates or updates the Endpoints as planned, and reports a failure

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -657,9 +658,9 @@ func TestSyncForgetsStateOfDeletedService(t *testing.T) {
 	}
 	f.mustSync("ns", "foo")
 
-	if len(f.controller.triggerTimes.services) != 0 || len(f.controller.staleEndpoints.staleVersions) != 0 {
-		t.Errorf("state of the deleted Service kept: trigger times %v, stale versions %v",
-			f.controller.triggerTimes.services, f.controller.staleEndpoints.staleVersions)
+	if len(f.controller.triggerTimes.services) != 0 || len(f.controller.staleEndpoints.replaced) != 0 {
+		t.Errorf("state of the deleted Service kept: trigger times %v, replaced versions %v",
+			f.controller.triggerTimes.services, f.controller.staleEndpoints.replaced)
 	}
 }
 
@@ -857,29 +858,41 @@ func TestSyncWaitsForTheCacheToSeeItsOwnUpdate(t *testing.T) {
 	f.addService(testService("default"))
 	pod := testPod("default", 0, 1, true, ipv4only)
 	f.addPods(pod)
-	f.addEndpoints(&v1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: "foo", Namespace: "default", ResourceVersion: "1", Labels: managedLabels()}})
+	replaced := &v1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: "foo", Namespace: "default", ResourceVersion: "1", Labels: managedLabels()}}
+	f.addEndpoints(replaced)
 	f.mustSync("default", "foo")
 	f.onlyWrite("update")
 	f.client.ClearActions()
 
-	// The pod turns not ready before the cache saw our update.
+	// The pod turns not ready before the cache saw our update: the sync writes nothing
+	// and leaves no retry behind.
 	pod = pod.DeepCopy()
-	pod.Status.Conditions[0].Status = v1.ConditionFalse
+	flipped := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	pod.Status.Conditions[0].Status, pod.Status.Conditions[0].LastTransitionTime = v1.ConditionFalse, flipped
 	f.addPods(pod)
-	err := f.sync("default", "foo")
-	if err == nil || !strings.Contains(err.Error(), "out of date") {
-		t.Fatalf("sync from a stale cache returned %v, want an out-of-date error", err)
-	}
+	f.mustSync("default", "foo")
 	f.noWrites()
+	if n := f.controller.queue.Len(); n != 0 {
+		t.Fatalf("the waiting sync queued %d keys", n)
+	}
 
-	// Once the cache caught up, the sync goes through.
-	if err := f.endpoints.Update(f.stored("default", "foo")); err != nil {
+	// The cache catching up queues the Service, whose sync then goes through.
+	written := f.stored("default", "foo")
+	if err := f.endpoints.Update(written); err != nil {
 		t.Fatal(err)
+	}
+	f.controller.onEndpointsUpdate(replaced, written)
+	if got := drain(f.controller); !slices.Equal(got, []string{"default/foo"}) {
+		t.Fatalf("the cache catching up queued %v, want default/foo", got)
 	}
 	f.mustSync("default", "foo")
 	got := f.onlyWrite("update")
 	if ready, notReady := subsets.Count(got.Subsets); ready != 0 || notReady != 1 {
 		t.Errorf("got %d ready and %d not-ready addresses, want the pod not ready", ready, notReady)
+	}
+	// The sync that waited did not count as having published the change.
+	if trigger := got.Annotations[v1.EndpointsLastChangeTriggerTime]; trigger != flipped.Format(time.RFC3339Nano) {
+		t.Errorf("trigger time %q, want the pod's transition %s", trigger, flipped.Format(time.RFC3339Nano))
 	}
 }
 
@@ -933,7 +946,7 @@ func TestSyncReportsFailedUpdateAsEvent(t *testing.T) {
 		t.Errorf("sync returned %v, want the conflict", err)
 	}
 	assertEvent(t, f, "Warning FailedToUpdateEndpoint Failed to update endpoint ns/foo: Operation cannot be fulfilled on endpoints \"foo\": stale")
-	if f.controller.staleEndpoints.isStale(&v1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: "foo", Namespace: "ns", ResourceVersion: "1"}}) {
+	if f.controller.staleEndpoints.check(&v1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: "foo", Namespace: "ns", ResourceVersion: "1"}}) != cacheCurrent {
 		t.Error("a failed update marked the cached Endpoints stale")
 	}
 }

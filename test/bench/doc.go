@@ -9,6 +9,8 @@
 //     scale down and a rolling update of all of them;
 //   - endpoints: S Services over P pods each until every Endpoints object is complete,
 //     then a readiness flip of every pod (NotReady, then Ready again);
+//   - endpoints-raised: the same with a raised rate limit (200/400 in `make bench`),
+//     where a readiness flip waits on the controller rather than on the rate limit;
 //   - ceiling: a plain client-go program with no rate limit creating pods, against
 //     the controller manager's ReplicaSet controller with its rate limit lifted.
 //

@@ -45,6 +45,17 @@ func endpointsWorkload() workload {
 	}
 }
 
+// endpointsRaisedWorkload is the endpoints workload under Config.RaisedSettings: operators
+// raise the client rate limit of their controller managers (Gardener runs 100/200), and
+// then what a readiness flip waits for is no longer the rate limit but the controller.
+func endpointsRaisedWorkload() workload {
+	w := endpointsWorkload()
+	w.name, w.raised = "endpoints-raised", true
+	description := w.description
+	w.description = func(s Sizes) string { return description(s) + ", with the raised rate limit" }
+	return w
+}
+
 func serviceName(i int) string { return fmt.Sprintf("svc-%d", i) }
 
 func servicePodName(service, pod int) string { return fmt.Sprintf("svc-%d-%d", service, pod) }

@@ -52,7 +52,8 @@ func (r *Report) Markdown() string {
 		r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Commit, r.Scale, r.Finished.Sub(r.Started).Round(time.Second),
 		r.Machine.CPUs, formatLoad(r.Machine.LoadAverageStart), formatLoad(r.Machine.LoadAverageEnd))
 	fmt.Fprintf(&b, "Both controller managers run the ReplicaSet, Deployment and Endpoints controllers with `--kube-api-qps=%g --kube-api-burst=%d`, "+
-		"%d workers per controller and no leader election (the ceiling workload: `--kube-api-qps=%g --kube-api-burst=%d`). "+
+		"%d workers per controller and no leader election (the endpoints-raised workload: `--kube-api-qps=%g --kube-api-burst=%d`; "+
+		"the ceiling workload: `--kube-api-qps=%g --kube-api-burst=%d`). "+
 		"Each workload runs under upstream, then under mini-kcm, each on a fresh control plane "+
 		"(etcd, kube-apiserver, kube-scheduler, KWOK fake nodes). Cells read `upstream / mini-kcm = ratio`; "+
 		"a ratio below 1 means mini-kcm uses less. CPU is utime+stime of the process, memory its VmHWM, "+
@@ -60,7 +61,8 @@ func (r *Report) Markdown() string {
 		"A phase ends when the cluster converged and the controller manager made no write for %v (at most %v later). "+
 		"Events are shown apart: upstream sends them through each controller's client, sharing its rate limit, and drops "+
 		"events when its queue overflows; mini-kcm sends them through a client of their own and drops none.\n\n",
-		r.Settings.QPS, r.Settings.Burst, r.Settings.ConcurrentSyncs, r.LiftedSettings.QPS, r.LiftedSettings.Burst, quietPeriod, maxSettle)
+		r.Settings.QPS, r.Settings.Burst, r.Settings.ConcurrentSyncs, r.RaisedSettings.QPS, r.RaisedSettings.Burst,
+		r.LiftedSettings.QPS, r.LiftedSettings.Burst, quietPeriod, maxSettle)
 
 	r.writeTargets(&b)
 	for _, w := range r.Workloads {
@@ -152,9 +154,10 @@ func writeWorkload(b *strings.Builder, w WorkloadResult) {
 		if upPhase == nil {
 			continue
 		}
-		name := p.Name
+		name, convergeFormat := p.Name, "%.1f"
 		if p.FromLastChange {
-			name += " ¹"
+			// Sub-second lags, which a tenth of a second would blur.
+			name, convergeFormat = name+" ¹", "%.2f"
 		}
 		perObject := func(n int, objects int) float64 {
 			if objects == 0 {
@@ -174,7 +177,7 @@ func writeWorkload(b *strings.Builder, w WorkloadResult) {
 			}
 		}
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", name, objects,
-			cell(upPhase.ConvergeSeconds, p.ConvergeSeconds, "%.1f"),
+			cell(upPhase.ConvergeSeconds, p.ConvergeSeconds, convergeFormat),
 			cell(upPhase.CPUSeconds, p.CPUSeconds, "%.2f"),
 			cell(perObject(upPhase.Requests.Writes, upPhase.Objects), perObject(p.Requests.Writes, p.Objects), "%.2f"),
 			cell(perObject(upPhase.Requests.EventWrites, upPhase.Objects), perObject(p.Requests.EventWrites, p.Objects), "%.2f"),

@@ -19,6 +19,7 @@ func sampleReport() *Report {
 				{Name: "start", ConvergeSeconds: 1, Requests: RequestCounts{Writes: 5}},
 				{Name: "create to Ready", Objects: 1000, ConvergeSeconds: converge, CPUSeconds: cpu - 1,
 					Requests: RequestCounts{Writes: int(writes), EventWrites: int(eventWrites), Reads: 2}, PodsPerSecond: 25},
+				{Name: "all pods Ready again", Objects: 100, FromLastChange: true, ConvergeSeconds: converge / 1000},
 			},
 		}
 	}
@@ -50,6 +51,7 @@ func TestMarkdownShowsWorstRatioPerTarget(t *testing.T) {
 		"| apiserver writes, events excluded (per phase) | ≤ 1.00 | 0.86 | replicaset-1x1000: create to Ready | yes |",
 		"| pod creation, rate limit lifted, vs plain client | ≥ 0.80 | 0.75 | ceiling: create to Ready, rate limit lifted | **no** |",
 		"| create to Ready | 1000 | 50.0 / 55.0 = 1.10 | 9.00 / 4.00 = 0.44 | 1.10 / 1.00 = 0.91 | 0.05 / 0.10 = 2.00 | 0.00 / 0.00 = 1.00 | 25 / 25 = 1.00 |",
+		"| all pods Ready again ¹ | 100 | 0.05 / 0.06 = 1.10 |",
 		"Peak RSS (MiB): 100 / 40 = 0.40.",
 		"| create pods | 1000 | 1000 |",
 		"**upstream failed:** `upstream exited`",

@@ -22,6 +22,8 @@ type Report struct {
 	Settings Settings `json:"settings"`
 	// LiftedSettings are used by the ceiling workload.
 	LiftedSettings Settings `json:"liftedSettings"`
+	// RaisedSettings are used by the endpoints-raised workload.
+	RaisedSettings Settings `json:"raisedSettings"`
 	// Workloads are in the order they ran.
 	Workloads []WorkloadResult `json:"workloads"`
 }

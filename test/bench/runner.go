@@ -33,8 +33,8 @@ type Config struct {
 	// Implementations run in this order for every workload.
 	Implementations []Implementation
 	// Settings are given to both controller managers; LiftedSettings replace them in
-	// the ceiling workload.
-	Settings, LiftedSettings Settings
+	// the ceiling workload, RaisedSettings in the endpoints-raised workload.
+	Settings, LiftedSettings, RaisedSettings Settings
 	// Sizes are the workload sizes, already scaled.
 	Sizes Sizes
 	// Scale is the factor Sizes were scaled by, for the report.
@@ -90,6 +90,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		Sizes:          cfg.Sizes,
 		Settings:       cfg.Settings,
 		LiftedSettings: cfg.LiftedSettings,
+		RaisedSettings: cfg.RaisedSettings,
 	}
 	for _, w := range selected {
 		result := WorkloadResult{Name: w.name, Description: w.description(cfg.Sizes)}
@@ -114,8 +115,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 // runWorkload runs one workload under one implementation on a fresh control plane.
 func runWorkload(ctx context.Context, cfg Config, w workload, impl Implementation) RunResult {
 	settings := cfg.Settings
-	if w.lifted {
+	switch {
+	case w.lifted:
 		settings = cfg.LiftedSettings
+	case w.raised:
+		settings = cfg.RaisedSettings
 	}
 	run := RunResult{Implementation: impl, Settings: settings, LoadAverage: loadAverage()}
 	if err := runPhases(ctx, cfg, w, impl, &run); err != nil {

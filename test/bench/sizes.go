@@ -6,7 +6,7 @@ import (
 )
 
 // Sizes are the sizes of the workloads. The defaults let a whole run of both controller
-// managers finish in about ten minutes on an idle 2-core machine: at the default
+// managers finish in about twelve minutes on an idle 2-core machine: at the default
 // --kube-api-qps of 20 the ReplicaSet and Deployment workloads take as long as their
 // requests need at that rate, whichever controller manager runs them.
 type Sizes struct {

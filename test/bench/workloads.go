@@ -7,8 +7,9 @@ type workload struct {
 	name string
 	// description says what the workload does at the given sizes.
 	description func(Sizes) string
-	// lifted runs the controller manager with Config.LiftedSettings.
-	lifted bool
+	// lifted runs the controller manager with Config.LiftedSettings, raised with
+	// Config.RaisedSettings.
+	lifted, raised bool
 	// prepare, when set, runs on the fresh control plane before the controller manager
 	// starts.
 	prepare func(ctx context.Context, e *env) error
@@ -23,6 +24,7 @@ func allWorkloads() []workload {
 		manyReplicaSetsWorkload(),
 		deploymentWorkload(),
 		endpointsWorkload(),
+		endpointsRaisedWorkload(),
 		ceilingWorkload(),
 	}
 }

@@ -43,6 +43,8 @@ func main() {
 		qps       = flag.Float64("kube-api-qps", 20, "--kube-api-qps of both controller managers")
 		burst     = flag.Int("kube-api-burst", 30, "--kube-api-burst of both controller managers")
 		syncs     = flag.Int("concurrent-syncs", 5, "workers of each controller in both controller managers")
+		raisedQPS = flag.Float64("raised-kube-api-qps", 200, "--kube-api-qps in the endpoints-raised workload (operators raise the defaults)")
+		raisedBur = flag.Int("raised-kube-api-burst", 400, "--kube-api-burst in the endpoints-raised workload")
 		liftedQPS = flag.Float64("lifted-kube-api-qps", 1000, "--kube-api-qps in the ceiling workload")
 		liftedBur = flag.Int("lifted-kube-api-burst", 2000, "--kube-api-burst in the ceiling workload")
 		ceilingW  = flag.Int("ceiling-workers", 100, "goroutines of the plain client in the ceiling workload")
@@ -69,6 +71,7 @@ func main() {
 	cfg := bench.Config{
 		Binaries:       map[bench.Implementation]string{},
 		Settings:       bench.Settings{QPS: float32(*qps), Burst: int32(*burst), ConcurrentSyncs: *syncs},
+		RaisedSettings: bench.Settings{QPS: float32(*raisedQPS), Burst: int32(*raisedBur), ConcurrentSyncs: *syncs},
 		LiftedSettings: bench.Settings{QPS: float32(*liftedQPS), Burst: int32(*liftedBur), ConcurrentSyncs: *syncs},
 		Sizes:          sizes.Scaled(scale),
 		Scale:          scale,
