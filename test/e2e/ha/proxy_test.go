@@ -350,25 +350,28 @@ func startEchoProxy(t *testing.T) *Proxy {
 	return p
 }
 
+// echoRoundTrip sends msg over c and reads it back from the echo server behind the
+// proxy, within half a second.
+func echoRoundTrip(c net.Conn, msg string) error {
+	if err := c.SetDeadline(time.Now().Add(500 * time.Millisecond)); err != nil {
+		return err
+	}
+	if _, err := c.Write([]byte(msg)); err != nil {
+		return err
+	}
+	buf := make([]byte, len(msg))
+	if _, err := io.ReadFull(c, buf); err != nil {
+		return err
+	}
+	if string(buf) != msg {
+		return fmt.Errorf("echoed %q, want %q", buf, msg)
+	}
+	return nil
+}
+
 func TestProxyForwardsHoldsWhileBlackholedAndDropsHeldConnectionsOnHeal(t *testing.T) {
 	p := startEchoProxy(t)
 
-	roundTrip := func(c net.Conn, msg string) error {
-		if err := c.SetDeadline(time.Now().Add(500 * time.Millisecond)); err != nil {
-			return err
-		}
-		if _, err := c.Write([]byte(msg)); err != nil {
-			return err
-		}
-		buf := make([]byte, len(msg))
-		if _, err := io.ReadFull(c, buf); err != nil {
-			return err
-		}
-		if string(buf) != msg {
-			return fmt.Errorf("echoed %q, want %q", buf, msg)
-		}
-		return nil
-	}
 	dial := func() net.Conn {
 		c, err := net.Dial("tcp", p.Addr())
 		if err != nil {
@@ -379,17 +382,17 @@ func TestProxyForwardsHoldsWhileBlackholedAndDropsHeldConnectionsOnHeal(t *testi
 	}
 
 	before := dial()
-	if err := roundTrip(before, "hello"); err != nil {
+	if err := echoRoundTrip(before, "hello"); err != nil {
 		t.Fatalf("forwarding: %v", err)
 	}
 
 	p.Blackhole()
 	var netErr net.Error
-	if err := roundTrip(before, "lost"); !errors.As(err, &netErr) || !netErr.Timeout() {
+	if err := echoRoundTrip(before, "lost"); !errors.As(err, &netErr) || !netErr.Timeout() {
 		t.Fatalf("while blackholed, an open connection got %v, want a timeout (held, not closed)", err)
 	}
 	during := dial()
-	if err := roundTrip(during, "lost too"); !errors.As(err, &netErr) || !netErr.Timeout() {
+	if err := echoRoundTrip(during, "lost too"); !errors.As(err, &netErr) || !netErr.Timeout() {
 		t.Fatalf("while blackholed, a new connection got %v, want a timeout", err)
 	}
 	if n := p.Connections(); n != 2 {
@@ -403,7 +406,7 @@ func TestProxyForwardsHoldsWhileBlackholedAndDropsHeldConnectionsOnHeal(t *testi
 			t.Fatalf("a connection held through the partition delivered %d bytes after Heal, want it closed", n)
 		}
 	}
-	if err := roundTrip(dial(), "again"); err != nil {
+	if err := echoRoundTrip(dial(), "again"); err != nil {
 		t.Fatalf("a new connection after Heal: %v", err)
 	}
 }
@@ -418,26 +421,15 @@ func TestProxyCutsOnlyQuietConnectionsKeepsThemOpenAndRecordsTheClientsClose(t *
 		t.Cleanup(func() { c.Close() })
 		return c
 	}
-	roundTrip := func(c net.Conn, msg string) error {
-		if err := c.SetDeadline(time.Now().Add(500 * time.Millisecond)); err != nil {
-			return err
-		}
-		if _, err := c.Write([]byte(msg)); err != nil {
-			return err
-		}
-		buf := make([]byte, len(msg))
-		_, err := io.ReadFull(c, buf)
-		return err
-	}
 
 	quiet, busy := dial(), dial()
 	for _, c := range []net.Conn{quiet, busy} {
-		if err := roundTrip(c, "hello"); err != nil {
+		if err := echoRoundTrip(c, "hello"); err != nil {
 			t.Fatalf("forwarding: %v", err)
 		}
 	}
 	time.Sleep(300 * time.Millisecond)
-	if err := roundTrip(busy, "still here"); err != nil {
+	if err := echoRoundTrip(busy, "still here"); err != nil {
 		t.Fatalf("forwarding: %v", err)
 	}
 	if n := p.CutQuiet(200 * time.Millisecond); n != 1 {
@@ -445,13 +437,13 @@ func TestProxyCutsOnlyQuietConnectionsKeepsThemOpenAndRecordsTheClientsClose(t *
 	}
 
 	var netErr net.Error
-	if err := roundTrip(quiet, "lost"); !errors.As(err, &netErr) || !netErr.Timeout() {
+	if err := echoRoundTrip(quiet, "lost"); !errors.As(err, &netErr) || !netErr.Timeout() {
 		t.Fatalf("a cut connection got %v, want a timeout (silent, not closed)", err)
 	}
-	if err := roundTrip(busy, "relayed"); err != nil {
+	if err := echoRoundTrip(busy, "relayed"); err != nil {
 		t.Fatalf("a connection that was not quiet: %v", err)
 	}
-	if err := roundTrip(dial(), "new"); err != nil {
+	if err := echoRoundTrip(dial(), "new"); err != nil {
 		t.Fatalf("a new connection after the cut: %v", err)
 	}
 	if closed, open := p.CutsClosedByClient(); len(closed) != 0 || open != 1 {
