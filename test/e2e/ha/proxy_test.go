@@ -369,19 +369,21 @@ func echoRoundTrip(c net.Conn, msg string) error {
 	return nil
 }
 
+// dialProxy opens a connection through p, closed when the test ends.
+func dialProxy(t *testing.T, p *Proxy) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 func TestProxyForwardsHoldsWhileBlackholedAndDropsHeldConnectionsOnHeal(t *testing.T) {
 	p := startEchoProxy(t)
 
-	dial := func() net.Conn {
-		c, err := net.Dial("tcp", p.Addr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-
-	before := dial()
+	before := dialProxy(t, p)
 	if err := echoRoundTrip(before, "hello"); err != nil {
 		t.Fatalf("forwarding: %v", err)
 	}
@@ -391,7 +393,7 @@ func TestProxyForwardsHoldsWhileBlackholedAndDropsHeldConnectionsOnHeal(t *testi
 	if err := echoRoundTrip(before, "lost"); !errors.As(err, &netErr) || !netErr.Timeout() {
 		t.Fatalf("while blackholed, an open connection got %v, want a timeout (held, not closed)", err)
 	}
-	during := dial()
+	during := dialProxy(t, p)
 	if err := echoRoundTrip(during, "lost too"); !errors.As(err, &netErr) || !netErr.Timeout() {
 		t.Fatalf("while blackholed, a new connection got %v, want a timeout", err)
 	}
@@ -406,23 +408,15 @@ func TestProxyForwardsHoldsWhileBlackholedAndDropsHeldConnectionsOnHeal(t *testi
 			t.Fatalf("a connection held through the partition delivered %d bytes after Heal, want it closed", n)
 		}
 	}
-	if err := echoRoundTrip(dial(), "again"); err != nil {
+	if err := echoRoundTrip(dialProxy(t, p), "again"); err != nil {
 		t.Fatalf("a new connection after Heal: %v", err)
 	}
 }
 
 func TestProxyCutsOnlyQuietConnectionsKeepsThemOpenAndRecordsTheClientsClose(t *testing.T) {
 	p := startEchoProxy(t)
-	dial := func() net.Conn {
-		c, err := net.Dial("tcp", p.Addr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
 
-	quiet, busy := dial(), dial()
+	quiet, busy := dialProxy(t, p), dialProxy(t, p)
 	for _, c := range []net.Conn{quiet, busy} {
 		if err := echoRoundTrip(c, "hello"); err != nil {
 			t.Fatalf("forwarding: %v", err)
@@ -443,7 +437,7 @@ func TestProxyCutsOnlyQuietConnectionsKeepsThemOpenAndRecordsTheClientsClose(t *
 	if err := echoRoundTrip(busy, "relayed"); err != nil {
 		t.Fatalf("a connection that was not quiet: %v", err)
 	}
-	if err := echoRoundTrip(dial(), "new"); err != nil {
+	if err := echoRoundTrip(dialProxy(t, p), "new"); err != nil {
 		t.Fatalf("a new connection after the cut: %v", err)
 	}
 	if closed, open := p.CutsClosedByClient(); len(closed) != 0 || open != 1 {
