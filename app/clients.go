@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
@@ -28,20 +29,47 @@ import (
 type clientBuilder struct {
 	// base is the validated configuration from the flags; it is never modified.
 	base *rest.Config
+	// serviceAccounts maps a controller's name to its ServiceAccount in kube-system under
+	// --use-service-account-credentials: that controller's client then authenticates
+	// with tokens requested for the account instead of base's credentials. Nil without
+	// the flag, and the names not in it (the informers, events) always use base's.
+	serviceAccounts map[string]string
+	// tokens requests those tokens, with base's credentials.
+	tokens corev1client.ServiceAccountsGetter
 }
 
-// Config returns a copy of the base configuration with the user agent of name and a
-// rate limiter of its own, one that controllers can pay ahead (package throttle).
-func (b clientBuilder) Config(name string) *rest.Config {
+// Config returns the configuration of name's client: a copy of the base configuration
+// with the user agent of name and a rate limiter of its own, one that controllers can
+// pay ahead (package throttle), and, for a controller with a ServiceAccount, that
+// account's tokens instead of the base credentials.
+func (b clientBuilder) Config(name string) (*rest.Config, error) {
 	cfg := rest.CopyConfig(b.base)
+	if account, ok := b.serviceAccounts[name]; ok {
+		tokens := &serviceAccountTokens{client: b.tokens, namespace: metav1.NamespaceSystem, name: account}
+		cached := transport.NewCachedTokenSource(tokens)
+		// Request the first token now, so that a missing account or permission fails the
+		// start with the fix in the message instead of every write of the controller.
+		if _, err := cached.Token(); err != nil {
+			return nil, err
+		}
+		// Only the apiserver's address and CA stay: client certificates would be
+		// authenticated before the bearer token, and the controller would write as the
+		// process after all.
+		cfg = rest.AnonymousClientConfig(b.base)
+		cfg.Wrap(transport.ResettableTokenSourceWrapTransport(cached))
+	}
 	cfg.UserAgent = userAgent(name)
 	cfg.RateLimiter = throttle.New(cfg.QPS, cfg.Burst)
-	return cfg
+	return cfg, nil
 }
 
 // Client returns a new clientset for name.
 func (b clientBuilder) Client(name string) (kubernetes.Interface, error) {
-	client, err := kubernetes.NewForConfig(b.Config(name))
+	cfg, err := b.Config(name)
+	if err != nil {
+		return nil, fmt.Errorf("building the Kubernetes client for %q: %w", name, err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("building the Kubernetes client for %q: %w", name, err)
 	}
@@ -54,8 +82,11 @@ func (b clientBuilder) Client(name string) (kubernetes.Interface, error) {
 // It must only read: an object it decoded and wrote back would lose what was trimmed.
 // Its requests go over a connection of their own (see informerHTTPClient).
 func (b clientBuilder) informerClient(name string) (kubernetes.Interface, error) {
-	cfg := b.Config(name)
 	wrap := func(err error) error { return fmt.Errorf("building the Kubernetes client for %q: %w", name, err) }
+	cfg, err := b.Config(name)
+	if err != nil {
+		return nil, wrap(err)
+	}
 	httpClient, err := informerHTTPClient(cfg, http2HealthCheck{readIdle: informerReadIdleTimeout, ping: informerPingTimeout})
 	if err != nil {
 		return nil, wrap(err)

@@ -50,6 +50,15 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 		"GOTRACEBACK", os.Getenv("GOTRACEBACK"))
 
 	clients := clientBuilder{base: cfg.RESTConfig}
+	if cfg.UseServiceAccountCredentials {
+		tokenClient, err := clients.Client("token-requests")
+		if err != nil {
+			return err
+		}
+		clients.serviceAccounts, clients.tokens = controllerServiceAccounts(reg), tokenClient.CoreV1()
+		logger.Info("Controllers write with the credentials of their own ServiceAccounts", "namespace", "kube-system",
+			"serviceAccounts", clients.serviceAccounts)
+	}
 	eventClient, err := clients.Client("event-recorder")
 	if err != nil {
 		return err

@@ -35,6 +35,9 @@ type Descriptor struct {
 	Name string
 	// Aliases are other names accepted by --controllers, e.g. "replicaset".
 	Aliases []string
+	// ServiceAccountName is the controller's ServiceAccount in kube-system under
+	// --use-service-account-credentials, named like upstream's; empty means Name.
+	ServiceAccountName string
 	// DisabledByDefault controllers run only when --controllers names them.
 	DisabledByDefault bool
 	// New builds the controller.
@@ -139,4 +142,13 @@ func (r *Registry) Canonical(nameOrAlias string) (name string, ok bool) {
 func (r *Registry) Get(name string) (Descriptor, bool) {
 	d, ok := r.descriptors[name]
 	return d, ok
+}
+
+// ServiceAccount returns the ServiceAccount a controller writes as under
+// --use-service-account-credentials: its descriptor's, or its name.
+func (d Descriptor) ServiceAccount() string {
+	if d.ServiceAccountName != "" {
+		return d.ServiceAccountName
+	}
+	return d.Name
 }

@@ -7,7 +7,13 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/mini-kcm/mini-kcm/controllers"
+	"github.com/mini-kcm/mini-kcm/controllers/deployment"
+	"github.com/mini-kcm/mini-kcm/controllers/endpoints"
+	"github.com/mini-kcm/mini-kcm/controllers/replicaset"
 )
 
 // request is one API call as RBAC sees it. An empty namespace is a cluster-wide call (an
@@ -106,56 +112,72 @@ func (r rbac) clusterRole(t *testing.T, ref rbacv1.RoleRef) *rbacv1.ClusterRole 
 	return cr
 }
 
-// controllerCalls lists, per controller, every API call it makes (upstream v1.37.2
-// pkg/controller/{replicaset,deployment,endpoint} plus its informers). Each must be
-// allowed by the controller's own ClusterRole. A controller that starts making a new call
-// adds it here, and the test shows which rule is missing.
+// controllerCalls lists, per controller, every API call its own client makes (upstream
+// v1.37.2 pkg/controller/{replicaset,deployment,endpoint}): its writes and live reads.
+// With --use-service-account-credentials they are made as the controller's ServiceAccount,
+// so each must be allowed by the controller's own ClusterRole. A controller that starts
+// making a new call adds it here, and the test shows which rule is missing.
 var controllerCalls = map[string][]request{
 	"replicaset-controller": {
-		{verb: "list", group: "apps", resource: "replicasets"},
-		{verb: "watch", group: "apps", resource: "replicasets"},
 		{verb: "get", group: "apps", resource: "replicasets", namespace: "app", name: "web-1"},
 		{verb: "update", group: "apps", resource: "replicasets", subresource: "status", namespace: "app", name: "web-1"},
 		{verb: "update", group: "apps", resource: "replicasets", subresource: "finalizers", namespace: "app", name: "web-1"},
-		{verb: "list", resource: "pods"},
-		{verb: "watch", resource: "pods"},
 		{verb: "create", resource: "pods", namespace: "app"},
 		{verb: "patch", resource: "pods", namespace: "app", name: "web-1-abcde"},
 		{verb: "delete", resource: "pods", namespace: "app", name: "web-1-abcde"},
-		{verb: "create", resource: "events", namespace: "app"},
-		{verb: "patch", resource: "events", namespace: "app", name: "web-1.17d2"},
 	},
 	"deployment-controller": {
-		{verb: "list", group: "apps", resource: "deployments"},
-		{verb: "watch", group: "apps", resource: "deployments"},
 		{verb: "get", group: "apps", resource: "deployments", namespace: "app", name: "web"},
 		{verb: "update", group: "apps", resource: "deployments", namespace: "app", name: "web"},
 		{verb: "update", group: "apps", resource: "deployments", subresource: "status", namespace: "app", name: "web"},
 		{verb: "update", group: "apps", resource: "deployments", subresource: "finalizers", namespace: "app", name: "web"},
-		{verb: "list", group: "apps", resource: "replicasets"},
-		{verb: "watch", group: "apps", resource: "replicasets"},
 		{verb: "create", group: "apps", resource: "replicasets", namespace: "app"},
 		{verb: "update", group: "apps", resource: "replicasets", namespace: "app", name: "web-1"},
 		{verb: "patch", group: "apps", resource: "replicasets", namespace: "app", name: "web-1"},
 		{verb: "delete", group: "apps", resource: "replicasets", namespace: "app", name: "web-0"},
-		{verb: "list", resource: "pods"},
-		{verb: "watch", resource: "pods"},
-		{verb: "create", resource: "events", namespace: "app"},
-		{verb: "patch", resource: "events", namespace: "app", name: "web.17d2"},
 	},
 	"endpoints-controller": {
-		{verb: "list", resource: "services"},
-		{verb: "watch", resource: "services"},
-		{verb: "list", resource: "pods"},
-		{verb: "watch", resource: "pods"},
-		{verb: "list", resource: "endpoints"},
-		{verb: "watch", resource: "endpoints"},
 		{verb: "create", resource: "endpoints", namespace: "app"},
 		{verb: "update", resource: "endpoints", namespace: "app", name: "web"},
 		{verb: "delete", resource: "endpoints", namespace: "app", name: "web"},
-		{verb: "create", resource: "events", namespace: "app"},
-		{verb: "patch", resource: "events", namespace: "app", name: "web.17d2"},
 	},
+}
+
+// controllerServiceAccounts names each controller's ServiceAccount in kube-system, as
+// upstream does; TestServiceAccountsAreTheDescriptors checks it against the code.
+var controllerServiceAccounts = map[string]string{
+	"replicaset-controller": "replicaset-controller",
+	"deployment-controller": "deployment-controller",
+	"endpoints-controller":  "endpoint-controller",
+}
+
+// processCalls are the calls made with the process's own identity for the controllers:
+// the shared informers' list and watch of every kind a controller caches, and the events
+// the controllers record (one event broadcaster per process).
+var processCalls = []request{
+	{verb: "list", group: "apps", resource: "replicasets"},
+	{verb: "watch", group: "apps", resource: "replicasets"},
+	{verb: "list", group: "apps", resource: "deployments"},
+	{verb: "watch", group: "apps", resource: "deployments"},
+	{verb: "list", resource: "pods"},
+	{verb: "watch", resource: "pods"},
+	{verb: "list", resource: "services"},
+	{verb: "watch", resource: "services"},
+	{verb: "list", resource: "endpoints"},
+	{verb: "watch", resource: "endpoints"},
+	{verb: "create", resource: "events", namespace: "app"},
+	{verb: "patch", resource: "events", namespace: "app", name: "web-1.17d2"},
+}
+
+// tokenRequestCalls are the TokenRequests of --use-service-account-credentials, one per
+// controller's ServiceAccount.
+func tokenRequestCalls() []request {
+	var calls []request
+	for _, account := range controllerServiceAccounts {
+		calls = append(calls, request{verb: "create", resource: "serviceaccounts", subresource: "token",
+			namespace: "kube-system", name: account})
+	}
+	return calls
 }
 
 // leaderElectionCalls are client-go LeaseLock's calls, plus the LeaderElection event
@@ -203,17 +225,14 @@ func subjectsUnderTest(t *testing.T) map[string]struct {
 	}
 }
 
-func TestMiniKCMMayMakeEveryCallOfItsControllersAndLeaderElection(t *testing.T) {
+func TestMiniKCMMayReadForItsControllersHoldTheLeaseAndRequestTheirTokens(t *testing.T) {
 	container := only[*appsv1.StatefulSet](t, loadKustomization(t, ".")).Spec.Template.Spec.Containers[0]
 	namespace := mustFlag(t, container, "leader-elect-resource-namespace")
 	lease := mustFlag(t, container, "leader-elect-resource-name")
 	for name, s := range subjectsUnderTest(t) {
 		t.Run(name, func(t *testing.T) {
 			r := loadRBAC(t, s.dir)
-			calls := leaderElectionCalls(namespace, lease)
-			for _, c := range controllerCalls {
-				calls = append(calls, c...)
-			}
+			calls := slices.Concat(leaderElectionCalls(namespace, lease), processCalls, tokenRequestCalls())
 			for _, call := range calls {
 				if !r.allows(t, s.subject, call) {
 					t.Errorf("%s %s may not %s", s.subject.Kind, s.subject.Name, call)
@@ -225,6 +244,15 @@ func TestMiniKCMMayMakeEveryCallOfItsControllersAndLeaderElection(t *testing.T) 
 
 func TestMiniKCMMayNotDoWhatItsControllersNeverDo(t *testing.T) {
 	denied := []request{
+		// The controllers' writes: with --use-service-account-credentials they are made
+		// as the controllers' ServiceAccounts, never as the process.
+		{verb: "create", resource: "pods", namespace: "app"},
+		{verb: "delete", resource: "pods", namespace: "app", name: "web-1-abcde"},
+		{verb: "create", group: "apps", resource: "replicasets", namespace: "app"},
+		{verb: "update", resource: "endpoints", namespace: "app", name: "web"},
+		// Tokens for any account but the controllers'.
+		{verb: "create", resource: "serviceaccounts", subresource: "token", namespace: "kube-system", name: "generic-garbage-collector"},
+		{verb: "create", resource: "serviceaccounts", subresource: "token", namespace: "app", name: "replicaset-controller"},
 		{verb: "get", resource: "secrets", namespace: "kube-system", name: "any"},
 		{verb: "list", resource: "secrets"},
 		{verb: "watch", resource: "secrets"},
@@ -274,7 +302,9 @@ func TestRulesNameNoWildcardNoSecretAndNoNonResourceURL(t *testing.T) {
 			if len(rule.NonResourceURLs) > 0 {
 				t.Errorf("%s grants non-resource URLs %v (system:public-info-viewer already covers /healthz and /version)", owner, rule.NonResourceURLs)
 			}
-			if len(rule.ResourceNames) > 0 && slices.Contains(rule.Verbs, "create") {
+			// A create names its object in the URL only on a subresource (serviceaccounts/token).
+			topLevel := slices.ContainsFunc(rule.Resources, func(res string) bool { return !strings.Contains(res, "/") })
+			if len(rule.ResourceNames) > 0 && slices.Contains(rule.Verbs, "create") && topLevel {
 				t.Errorf("%s: a create rule with resourceNames never matches (the name is unknown at authorization time): %+v", owner, rule)
 			}
 		}
@@ -315,6 +345,81 @@ func TestLeaseRulesAreLimitedToTheLeaseOfTheFlags(t *testing.T) {
 		if slices.ContainsFunc(rule.Verbs, func(v string) bool { return v != "create" }) &&
 			!slices.Equal(rule.ResourceNames, []string{lease}) {
 			t.Errorf("Role %s: rule %+v must be limited to resourceNames [%s]", role.Name, rule, lease)
+		}
+	}
+}
+
+// Each controller's ServiceAccount may make its controller's calls and none of the
+// writes only another controller makes: the deployment controller cannot create pods,
+// the ReplicaSet controller cannot create ReplicaSets, the endpoints controller neither.
+func TestEachControllerServiceAccountMayWriteOnlyWhatItsControllerWrites(t *testing.T) {
+	r := loadRBAC(t, ".")
+	for controller, account := range controllerServiceAccounts {
+		subject := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: account, Namespace: "kube-system"}
+		for _, call := range controllerCalls[controller] {
+			if !r.allows(t, subject, call) {
+				t.Errorf("%s: ServiceAccount %s may not %s", controller, account, call)
+			}
+		}
+		for other, calls := range controllerCalls {
+			if other == controller {
+				continue
+			}
+			for _, call := range calls {
+				if r.allows(t, subject, call) && !rulesAllow(r.clusterRoles["mini-kcm:"+controller].Rules, call) {
+					t.Errorf("%s: ServiceAccount %s may %s, which only %s does", controller, account, call, other)
+				}
+			}
+		}
+		for _, call := range processCalls {
+			if call.verb == "list" || call.verb == "watch" {
+				if r.allows(t, subject, call) {
+					t.Errorf("%s: ServiceAccount %s may %s; only the shared informers list and watch, as the process", controller, account, call)
+				}
+			}
+		}
+	}
+}
+
+// Every controller ServiceAccount deploy/rbac/ ships is one the process may request
+// tokens for, and no other: adding a controller's file without its token grant would
+// fail its start, a grant without a file would be a token for an account nobody bound.
+func TestTokenRequestsCoverExactlyTheControllersServiceAccounts(t *testing.T) {
+	m := loadKustomization(t, ".")
+	var shipped []string
+	for _, sa := range all[*corev1.ServiceAccount](m) {
+		if sa.Name != "mini-kcm" {
+			shipped = append(shipped, sa.Name)
+		}
+	}
+	var want []string
+	for _, account := range controllerServiceAccounts {
+		want = append(want, account)
+	}
+	slices.Sort(shipped)
+	slices.Sort(want)
+	if !slices.Equal(shipped, want) {
+		t.Errorf("deploy/ ships ServiceAccounts %v besides mini-kcm, want the controllers' %v", shipped, want)
+	}
+	r := loadRBAC(t, ".")
+	role, ok := r.roles["kube-system/mini-kcm:token-requests"]
+	if !ok {
+		t.Fatal("no Role kube-system/mini-kcm:token-requests")
+	}
+	var granted []string
+	for _, rule := range role.Rules {
+		granted = append(granted, rule.ResourceNames...)
+	}
+	slices.Sort(granted)
+	if !slices.Equal(granted, want) {
+		t.Errorf("mini-kcm:token-requests grants tokens for %v, want exactly the controllers' ServiceAccounts %v", granted, want)
+	}
+}
+
+func TestServiceAccountsAreTheDescriptors(t *testing.T) {
+	for _, d := range []controllers.Descriptor{replicaset.Descriptor(), deployment.Descriptor(), endpoints.Descriptor()} {
+		if got := controllerServiceAccounts[d.Name]; got != d.ServiceAccount() {
+			t.Errorf("%s: the manifests give it ServiceAccount %q, its descriptor %q", d.Name, got, d.ServiceAccount())
 		}
 	}
 }

@@ -24,6 +24,8 @@ type Config struct {
 	// ControllerSyncStuckThreshold is how long one sync may run before /livez fails; 0
 	// turns the check off.
 	ControllerSyncStuckThreshold time.Duration
+	// UseServiceAccountCredentials gives each controller a ServiceAccount's credentials.
+	UseServiceAccountCredentials bool
 	// LeaderElection configures the election.
 	LeaderElection LeaderElectionOptions
 	// Serving configures the health, metrics and debug endpoint.

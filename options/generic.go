@@ -40,6 +40,9 @@ type GenericOptions struct {
 	ControllerShutdownTimeout time.Duration
 	// ControllerSyncStuckThreshold is how long one sync may run before /livez fails.
 	ControllerSyncStuckThreshold time.Duration
+	// UseServiceAccountCredentials gives each controller the credentials of a
+	// ServiceAccount of its own in kube-system.
+	UseServiceAccountCredentials bool
 }
 
 // NewGenericOptions returns kube-controller-manager's defaults.
@@ -93,6 +96,11 @@ func (o *GenericOptions) AddFlags(fs *pflag.FlagSet, reg *controllers.Registry) 
 			"naming the controller and the key, so that the liveness probe restarts a replica whose worker is "+
 			"wedged. Syncs take milliseconds and every request has a timeout; a shorter threshold restarts sooner "+
 			"but risks restarting a replica that is merely slow. 0 turns the check off.")
+	fs.BoolVar(&o.UseServiceAccountCredentials, "use-service-account-credentials", o.UseServiceAccountCredentials,
+		"If true, use individual service account credentials for each controller: each writes with a token "+
+			"requested for its own ServiceAccount in kube-system (named like kube-controller-manager's, e.g. "+
+			"replicaset-controller), so RBAC and the audit log tell the controllers apart. The --kubeconfig "+
+			"credentials then only hold the Lease, read through the shared informers and request those tokens.")
 }
 
 // Validate checks the client settings, --controllers and the kubeconfig.

@@ -94,6 +94,7 @@ func (o *Options) Config(reg *controllers.Registry) (*Config, error) {
 		MinResyncPeriod:              o.Generic.MinResyncPeriod,
 		ControllerShutdownTimeout:    o.Generic.ControllerShutdownTimeout,
 		ControllerSyncStuckThreshold: o.Generic.ControllerSyncStuckThreshold,
+		UseServiceAccountCredentials: o.Generic.UseServiceAccountCredentials,
 		LeaderElection:               *o.LeaderElection,
 		Serving: ServingConfig{
 			BindAddress:     o.Serving.BindAddress,

@@ -53,10 +53,12 @@ const (
 // Descriptor registers the controller under upstream's names.
 func Descriptor() controllers.Descriptor {
 	return controllers.Descriptor{
-		Name:       Name,
-		Aliases:    []string{"endpoints", "endpoint"},
-		New:        New,
-		NewOptions: NewOptions,
+		Name:    Name,
+		Aliases: []string{"endpoints", "endpoint"},
+		// Upstream's name for the ServiceAccount is singular, unlike the controller's.
+		ServiceAccountName: "endpoint-controller",
+		New:                New,
+		NewOptions:         NewOptions,
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -144,12 +145,19 @@ func TestMiniKCMRollsOutTheSampleAppWithOnlyItsServiceAccount(t *testing.T) {
 		return fmt.Errorf("Endpoints %s/%s still there (%v)", ns, service, err)
 	})
 
-	t.Log("mini-kcm made all of that as the ServiceAccount, and was never forbidden anything")
-	expectOnlyAllowedRequests(t, f.ControlPlane, install.ServiceAccountUser(saNamespace, saName), []string{
-		"create pods", "delete pods", "create replicasets", "update replicasets", "update replicasets/status",
-		"update deployments/status", "create endpoints", "update endpoints", "delete endpoints",
-		"create events", "update leases",
-	})
+	t.Log("each controller wrote as its own ServiceAccount, only its own resources; the process read, " +
+		"recorded events and held the Lease; nothing was forbidden")
+	expectOnlyAllowedRequests(t, f.ControlPlane, install.ServiceAccountUser(saNamespace, saName), []identity{
+		{client: "replicaset-controller", account: "replicaset-controller",
+			writes:       []string{"pods", "replicasets/status"},
+			mustHaveMade: []string{"create pods", "delete pods", "update replicasets/status"}},
+		{client: "deployment-controller", account: "deployment-controller",
+			writes:       []string{"replicasets", "deployments", "deployments/status"},
+			mustHaveMade: []string{"create replicasets", "update replicasets", "update deployments/status"}},
+		{client: "endpoints-controller", account: "endpoint-controller",
+			writes:       []string{"endpoints"},
+			mustHaveMade: []string{"create endpoints", "update endpoints", "delete endpoints"}},
+	}, []string{"create events", "update leases", "create serviceaccounts/token"})
 	for _, r := range replicas {
 		if lines := grepFold(r.Logs(), "forbidden"); len(lines) > 0 {
 			t.Errorf("replica %s logged %d forbidden requests, e.g.:\n%s", r.Name, len(lines), strings.Join(lines[:min(5, len(lines))], "\n"))
@@ -188,46 +196,82 @@ func expectEvents(t *testing.T, client kubernetes.Interface, ns string, reasonBy
 	})
 }
 
-// expectOnlyAllowedRequests reads the audit log: mini-kcm's requests (user agent
-// "mini-kcm/<version> (<client>)") authenticated as user, made at least the writes in
-// mustHaveMade, and not one of them was answered 403 Forbidden.
-func expectOnlyAllowedRequests(t *testing.T, cp *controlplane.ControlPlane, user string, mustHaveMade []string) {
+// identity is a controller that writes as its own ServiceAccount in kube-system.
+type identity struct {
+	// client is the controller's name in mini-kcm's user agent, "mini-kcm/<version> (<client>)".
+	client string
+	// account is its ServiceAccount.
+	account string
+	// writes are the only resources it may create, update, patch or delete.
+	writes []string
+	// mustHaveMade are requests ("verb resource") the story makes it send.
+	mustHaveMade []string
+}
+
+// expectOnlyAllowedRequests reads the audit log: every request of mini-kcm (user agent
+// "mini-kcm/<version> (<client>)") by one of the controllers was authenticated as that
+// controller's ServiceAccount and wrote only that controller's resources; every other
+// request of mini-kcm was authenticated as processUser; each made at least its
+// mustHaveMade requests, and not one request was answered 403 Forbidden.
+func expectOnlyAllowedRequests(t *testing.T, cp *controlplane.ControlPlane, processUser string, controllers []identity, processMustHaveMade []string) {
 	t.Helper()
 	events, err := cp.ReadAuditLog()
 	if err != nil {
 		t.Fatal(err)
 	}
-	made := map[string]int{}
+	byClient := map[string]identity{}
+	for _, c := range controllers {
+		byClient[c.client] = c
+	}
+	made := map[string]map[string]int{} // user -> "verb resource" -> count
 	var forbidden []string
 	for _, e := range events {
 		if !strings.HasPrefix(e.UserAgent, "mini-kcm/") {
 			continue
 		}
-		if e.User.Username != user {
-			t.Fatalf("mini-kcm made a request as %q, not as %s: %s %s (%s)", e.User.Username, user, e.Verb, e.RequestURI, e.UserAgent)
+		client := e.UserAgent[strings.LastIndex(e.UserAgent, "(")+1 : len(e.UserAgent)-1]
+		want, controller := processUser, byClient[client]
+		if controller.client != "" {
+			want = install.ServiceAccountUser("kube-system", controller.account)
+		}
+		if e.User.Username != want {
+			t.Fatalf("mini-kcm's %s made a request as %q, not as %s: %s %s", client, e.User.Username, want, e.Verb, e.RequestURI)
 		}
 		request := e.Verb + " " + e.Resource()
 		if e.Resource() == "" {
 			request = e.Verb + " " + e.RequestURI
 		}
-		made[request]++
+		if made[want] == nil {
+			made[want] = map[string]int{}
+		}
+		made[want][request]++
+		if controller.client != "" && slices.Contains([]string{"create", "update", "patch", "delete"}, e.Verb) &&
+			!slices.Contains(controller.writes, e.Resource()) {
+			t.Errorf("%s wrote %s, which is not its own (%v): %s", controller.client, e.Resource(), controller.writes, e.RequestURI)
+		}
 		if e.Code() == http.StatusForbidden {
-			forbidden = append(forbidden, fmt.Sprintf("%s %s (%s)", e.Verb, e.RequestURI, e.UserAgent))
+			forbidden = append(forbidden, fmt.Sprintf("%s %s (%s as %s)", e.Verb, e.RequestURI, e.UserAgent, e.User.Username))
 		}
 	}
-	requests := make([]string, 0, len(made))
-	for r, n := range made {
-		requests = append(requests, fmt.Sprintf("%s ×%d", r, n))
-	}
-	sort.Strings(requests)
-	t.Logf("mini-kcm's requests as %s in the audit log: %s", user, strings.Join(requests, ", "))
-	for _, r := range mustHaveMade {
-		if made[r] == 0 {
-			t.Errorf("the audit log has no %q by mini-kcm as %s", r, user)
+	check := func(user string, mustHaveMade []string) {
+		requests := make([]string, 0, len(made[user]))
+		for r, n := range made[user] {
+			requests = append(requests, fmt.Sprintf("%s ×%d", r, n))
 		}
+		sort.Strings(requests)
+		t.Logf("mini-kcm's requests as %s in the audit log: %s", user, strings.Join(requests, ", "))
+		for _, r := range mustHaveMade {
+			if made[user][r] == 0 {
+				t.Errorf("the audit log has no %q by mini-kcm as %s", r, user)
+			}
+		}
+	}
+	check(processUser, processMustHaveMade)
+	for _, c := range controllers {
+		check(install.ServiceAccountUser("kube-system", c.account), c.mustHaveMade)
 	}
 	if len(forbidden) > 0 {
-		t.Errorf("%d requests of mini-kcm as %s were forbidden, e.g.:\n%s", len(forbidden), user, strings.Join(forbidden[:min(10, len(forbidden))], "\n"))
+		t.Errorf("%d requests of mini-kcm were forbidden, e.g.:\n%s", len(forbidden), strings.Join(forbidden[:min(10, len(forbidden))], "\n"))
 	}
 }
 

@@ -23,7 +23,8 @@ func TestKustomizationFilesFollowsDirectoriesInOrder(t *testing.T) {
 		}
 		rel = append(rel, r)
 	}
-	want := []string{"rbac/clusterroles.yaml", "rbac/leader-election-role.yaml", "serviceaccount.yaml",
+	want := []string{"rbac/controller-manager.yaml", "rbac/leader-election-role.yaml", "rbac/token-requests.yaml",
+		"rbac/deployment-controller.yaml", "rbac/endpoints-controller.yaml", "rbac/replicaset-controller.yaml", "serviceaccount.yaml",
 		"rolebindings.yaml", "service.yaml", "statefulset.yaml", "poddisruptionbudget.yaml"}
 	if !slices.Equal(rel, want) {
 		t.Errorf("files = %v, want %v", rel, want)

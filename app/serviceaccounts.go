@@ -1,0 +1,94 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"golang.org/x/oauth2"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+
+	"github.com/mini-kcm/mini-kcm/controllers"
+)
+
+// The lifetime of a controller's token, as upstream's clientbuilder asks for: an hour.
+// Like upstream, a token is replaced when four fifths of the lifetime granted passed; a
+// failed replacement is retried on the next request while the old token still serves
+// its last fifth (client-go's cached token source keeps it).
+const (
+	serviceAccountTokenLifetime = time.Hour
+	// serviceAccountTokenRequestTimeout bounds one TokenRequest, which runs inside a
+	// controller's request when the token is due.
+	serviceAccountTokenRequestTimeout = 10 * time.Second
+)
+
+// serviceAccountTokens is an oauth2.TokenSource of tokens for one ServiceAccount,
+// requested through the TokenRequest API (serviceaccounts/token). Unlike upstream,
+// mini-kcm does not create a missing account: creating ServiceAccounts in kube-system
+// would need a broad permission, and deploy/ ships them.
+type serviceAccountTokens struct {
+	client          corev1client.ServiceAccountsGetter
+	namespace, name string
+	// clock is replaced by tests; nil means the real one.
+	clock clock.PassiveClock
+}
+
+// Token requests a new token and returns it with an expiry that leaves the leeway.
+func (s *serviceAccountTokens) Token() (*oauth2.Token, error) {
+	now := s.now()
+	ctx, cancel := context.WithTimeout(context.Background(), serviceAccountTokenRequestTimeout)
+	defer cancel()
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		ExpirationSeconds: ptr.To(int64(serviceAccountTokenLifetime / time.Second)),
+	}}
+	resp, err := s.client.ServiceAccounts(s.namespace).CreateToken(ctx, s.name, req, metav1.CreateOptions{})
+	if err != nil {
+		return nil, s.explain(err)
+	}
+	// The apiserver may shorten the lifetime (--service-account-max-token-expiration);
+	// the leeway is a fifth of what was granted.
+	lifetime := resp.Status.ExpirationTimestamp.Sub(now)
+	return &oauth2.Token{
+		AccessToken: resp.Status.Token,
+		TokenType:   "Bearer",
+		Expiry:      now.Add(lifetime - lifetime/5),
+	}, nil
+}
+
+// explain names the account and the fix for the two mistakes an operator makes.
+func (s *serviceAccountTokens) explain(err error) error {
+	account := s.namespace + "/" + s.name
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("--use-service-account-credentials: ServiceAccount %s does not exist (%w); "+
+			"create it and bind the controller's ClusterRole to it: deploy/rbac/ has one file per controller "+
+			"with both (kubectl apply -k deploy/)", account, err)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("--use-service-account-credentials: the --kubeconfig credentials may not request "+
+			"tokens for ServiceAccount %s (%w); grant create on serviceaccounts/token for it "+
+			"(deploy/rbac/token-requests.yaml)", account, err)
+	default:
+		return fmt.Errorf("requesting a token for ServiceAccount %s: %w", account, err)
+	}
+}
+
+func (s *serviceAccountTokens) now() time.Time {
+	if s.clock == nil {
+		return time.Now()
+	}
+	return s.clock.Now()
+}
+
+// controllerServiceAccounts maps every registered controller to its ServiceAccount.
+func controllerServiceAccounts(reg *controllers.Registry) map[string]string {
+	accounts := map[string]string{}
+	for _, d := range reg.Descriptors() {
+		accounts[d.Name] = d.ServiceAccount()
+	}
+	return accounts
+}

@@ -1,0 +1,140 @@
+package app
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
+	clienttesting "k8s.io/client-go/testing"
+	testingclock "k8s.io/utils/clock/testing"
+)
+
+// tokenReactor answers TokenRequests for the named accounts with "token-for-<name>",
+// valid for what was asked, and NotFound for any other account.
+func tokenReactor(t *testing.T, client *fake.Clientset, now time.Time, accounts ...string) *[]string {
+	t.Helper()
+	var (
+		mu        sync.Mutex
+		requested []string
+	)
+	client.PrependReactor("create", "serviceaccounts", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		create := action.(clienttesting.CreateActionImpl)
+		if create.GetSubresource() != "token" || create.GetNamespace() != "kube-system" {
+			t.Errorf("unexpected request %s %s/%s in %s", action.GetVerb(), action.GetResource().Resource,
+				create.GetSubresource(), create.GetNamespace())
+		}
+		mu.Lock()
+		requested = append(requested, create.Name)
+		mu.Unlock()
+		for _, a := range accounts {
+			if a == create.Name {
+				req := create.GetObject().(*authenticationv1.TokenRequest)
+				lifetime := time.Duration(*req.Spec.ExpirationSeconds) * time.Second
+				req.Status = authenticationv1.TokenRequestStatus{Token: "token-for-" + a,
+					ExpirationTimestamp: metav1.NewTime(now.Add(lifetime))}
+				return true, req, nil
+			}
+		}
+		return true, nil, apierrors.NewNotFound(schema.GroupResource{Resource: "serviceaccounts"}, create.Name)
+	})
+	return &requested
+}
+
+func TestServiceAccountTokenIsReplacedWhenFourFifthsOfItsLifetimePassed(t *testing.T) {
+	now := time.Date(2026, 12, 1, 5, 0, 0, 0, time.UTC)
+	client := fake.NewClientset()
+	tokenReactor(t, client, now, "replicaset-controller")
+	tokens := &serviceAccountTokens{client: client.CoreV1(), namespace: "kube-system", name: "replicaset-controller",
+		clock: testingclock.NewFakePassiveClock(now)}
+	tok, err := tokens.Token()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.AccessToken != "token-for-replicaset-controller" || tok.TokenType != "Bearer" {
+		t.Errorf("token = %+v", tok)
+	}
+	if want := now.Add(48 * time.Minute); !tok.Expiry.Equal(want) {
+		t.Errorf("expiry = %s, want %s (an hour's token replaced after 48 minutes)", tok.Expiry, want)
+	}
+}
+
+func TestMissingServiceAccountFailsTheClientWithTheFix(t *testing.T) {
+	client := fake.NewClientset()
+	tokenReactor(t, client, time.Now())
+	builder := clientBuilder{base: &rest.Config{Host: "https://127.0.0.1:1", QPS: 5, Burst: 10},
+		serviceAccounts: map[string]string{"endpoints-controller": "endpoint-controller"}, tokens: client.CoreV1()}
+	_, err := builder.Client("endpoints-controller")
+	if err == nil {
+		t.Fatal("a client for a controller whose ServiceAccount does not exist was built")
+	}
+	for _, want := range []string{"kube-system/endpoint-controller", "does not exist", "deploy/rbac/", "--use-service-account-credentials"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+}
+
+func TestForbiddenTokenRequestNamesThePermission(t *testing.T) {
+	client := fake.NewClientset()
+	client.PrependReactor("create", "serviceaccounts", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "serviceaccounts/token"}, "x", nil)
+	})
+	tokens := &serviceAccountTokens{client: client.CoreV1(), namespace: "kube-system", name: "deployment-controller"}
+	_, err := tokens.Token()
+	if err == nil || !strings.Contains(err.Error(), "create on serviceaccounts/token") ||
+		!strings.Contains(err.Error(), "kube-system/deployment-controller") {
+		t.Fatalf("error = %v, want one naming the account and the permission", err)
+	}
+}
+
+// With --use-service-account-credentials a controller writes with its account's token
+// and nothing of the process's credentials, while the other clients keep those.
+func TestControllerClientAuthenticatesAsItsServiceAccountOnly(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		auth = map[string]string{}
+	)
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		auth[r.UserAgent()] = r.Header.Get("Authorization")
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"kind":"Namespace","apiVersion":"v1","metadata":{"name":"x"}}`))
+	}))
+	defer server.Close()
+
+	client := fake.NewClientset()
+	requested := tokenReactor(t, client, time.Now(), "replicaset-controller")
+	builder := clientBuilder{base: &rest.Config{Host: server.URL, QPS: 5, Burst: 10, BearerToken: "process-token"},
+		serviceAccounts: map[string]string{"replicaset-controller": "replicaset-controller"}, tokens: client.CoreV1()}
+	for _, name := range []string{"replicaset-controller", "event-recorder"} {
+		c, err := builder.Client(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.CoreV1().Namespaces().Get(t.Context(), "x", metav1.GetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got := auth[userAgent("replicaset-controller")]; got != "Bearer token-for-replicaset-controller" {
+		t.Errorf("the controller sent Authorization %q, want its ServiceAccount's token", got)
+	}
+	if got := auth[userAgent("event-recorder")]; got != "Bearer process-token" {
+		t.Errorf("the event recorder sent Authorization %q, want the --kubeconfig credentials", got)
+	}
+	if len(*requested) != 1 {
+		t.Errorf("token requests = %v, want one, for replicaset-controller", *requested)
+	}
+}
