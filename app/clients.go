@@ -8,7 +8,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
@@ -16,6 +18,7 @@ import (
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/transport"
 
 	"github.com/mini-kcm/mini-kcm/app/cachedpod"
@@ -112,6 +115,23 @@ func (b clientBuilder) informerClient(name string) (kubernetes.Interface, error)
 		return nil, wrap(err)
 	}
 	return trimmingClientset{Interface: whole, core: corev1client.New(core), apps: appsv1client.New(apps)}, nil
+}
+
+// cacheTransform returns the shared informers' transform, which drops from every cached
+// object what no controller reads: its managedFields, which the informer client's
+// Decoder drops already from protobuf, and for a pod decoded from JSON most of the rest
+// (cachedpod.Trim, which the Decoder did while decoding a protobuf pod).
+func (b clientBuilder) cacheTransform() cache.TransformFunc {
+	decodesTrimmed := b.base.ContentType == runtime.ContentTypeProtobuf
+	return func(obj any) (any, error) {
+		if accessor, err := meta.Accessor(obj); err == nil && accessor.GetManagedFields() != nil {
+			accessor.SetManagedFields(nil)
+		}
+		if pod, ok := obj.(*corev1.Pod); ok && !decodesTrimmed {
+			cachedpod.Trim(pod)
+		}
+		return obj, nil
+	}
 }
 
 // trimmingClientset is a clientset whose core and apps clients decode trimmed.

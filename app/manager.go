@@ -8,15 +8,12 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	"github.com/mini-kcm/mini-kcm/app/cachedpod"
 	"github.com/mini-kcm/mini-kcm/controllers"
 	"github.com/mini-kcm/mini-kcm/leaderelection"
 )
@@ -39,6 +36,8 @@ type controllerManager struct {
 	clients controllers.ClientBuilder
 	// informerClient builds the read-only client of the shared informers.
 	informerClient func(name string) (kubernetes.Interface, error)
+	// cacheTransform trims what that client did not (see clientBuilder.cacheTransform).
+	cacheTransform cache.TransformFunc
 	// events hands out recorders on the process's event broadcaster.
 	events controllers.EventRecorders
 	// minResyncPeriod is the lower bound of the informers' jittered resync period.
@@ -79,7 +78,7 @@ func (m *controllerManager) run(ctx context.Context) error {
 			return nil, fmt.Errorf("naming the shared informers: %w", err)
 		}
 		factory = informers.NewSharedInformerFactoryWithOptions(informerClient, resyncPeriod(m.minResyncPeriod),
-			informers.WithTransform(trimCachedObject), informers.WithInformerName(name))
+			informers.WithTransform(m.cacheTransform), informers.WithInformerName(name))
 		informersCtx = ctx
 		// Shutdown waits for the informers and releases their name for the next term.
 		return factory.Shutdown, nil
@@ -221,23 +220,4 @@ func resyncPeriod(minimum time.Duration) time.Duration {
 		return 0
 	}
 	return minimum + rand.N(minimum)
-}
-
-// trimCachedObject drops from every cached object what no controller reads: its
-// managedFields, and for a pod most of the rest (see package cachedpod).
-func trimCachedObject(obj any) (any, error) {
-	obj, err := trimManagedFields(obj)
-	if pod, ok := obj.(*corev1.Pod); ok {
-		cachedpod.Trim(pod)
-	}
-	return obj, err
-}
-
-// trimManagedFields drops managedFields from cached objects: no controller reads them,
-// and they are often the largest part of an object.
-func trimManagedFields(obj any) (any, error) {
-	if accessor, err := meta.Accessor(obj); err == nil && accessor.GetManagedFields() != nil {
-		accessor.SetManagedFields(nil)
-	}
-	return obj, nil
 }

@@ -345,18 +345,6 @@ func TestProductRegistryHasUpstreamNamesAndAliases(t *testing.T) {
 	}
 }
 
-func TestTrimManagedFieldsDropsThemFromCachedObjects(t *testing.T) {
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}}
-	obj, err := trimManagedFields(pod)
-	if err != nil || obj.(*corev1.Pod).ManagedFields != nil {
-		t.Errorf("trimManagedFields() = %v, %v", obj, err)
-	}
-	tombstone := cache.DeletedFinalStateUnknown{Key: "default/p", Obj: pod}
-	if obj, err := trimManagedFields(tombstone); err != nil || obj != any(tombstone) {
-		t.Errorf("a non-object must pass unchanged, got %v, %v", obj, err)
-	}
-}
-
 func TestResyncPeriodIsJitteredBetweenMinAndTwiceMin(t *testing.T) {
 	for range 1000 {
 		if d := resyncPeriod(time.Hour); d < time.Hour || d >= 2*time.Hour {

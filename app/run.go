@@ -100,6 +100,7 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 		config:          cfg.Controllers,
 		clients:         clients,
 		informerClient:  clients.informerClient,
+		cacheTransform:  clients.cacheTransform(),
 		events:          events,
 		minResyncPeriod: cfg.MinResyncPeriod,
 		shutdownTimeout: cfg.ControllerShutdownTimeout,

@@ -5,10 +5,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
 
-func TestTrimCachedObjectSlimsPodsAndKeepsOtherObjectsWhole(t *testing.T) {
+// With JSON the informer client decodes pods whole, and the transform trims them.
+func TestCacheTransformSlimsJSONPodsAndKeepsOtherObjectsWhole(t *testing.T) {
+	trimCachedObject := clientBuilder{base: &rest.Config{ContentConfig: rest.ContentConfig{ContentType: "application/json"}}}.cacheTransform()
 	managed := []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", ManagedFields: managed, Annotations: map[string]string{"a": "b"}},
@@ -44,5 +47,22 @@ func TestTrimCachedObjectSlimsPodsAndKeepsOtherObjectsWhole(t *testing.T) {
 	tombstone := cache.DeletedFinalStateUnknown{Key: "default/p", Obj: pod}
 	if obj, err := trimCachedObject(tombstone); err != nil || obj != any(tombstone) {
 		t.Errorf("a tombstone must pass unchanged, got %v, %v", obj, err)
+	}
+}
+
+// With protobuf the informer client's Decoder trimmed the pods already: the transform
+// does not encode and decode them a second time.
+func TestCacheTransformLeavesProtobufPodsToTheDecoder(t *testing.T) {
+	transform := clientBuilder{base: &rest.Config{ContentConfig: rest.ContentConfig{ContentType: "application/vnd.kubernetes.protobuf"}}}.cacheTransform()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:1"}}},
+	}
+	obj, err := transform(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := obj.(*corev1.Pod); got.ManagedFields != nil || got.Spec.Containers[0].Image != "app:1" {
+		t.Errorf("pod = %+v, want only managedFields dropped", got)
 	}
 }

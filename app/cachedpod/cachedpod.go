@@ -17,80 +17,40 @@
 //   - the name, readiness and restart count of every container status and init
 //     container status (ranking).
 //
-// Decoder does the same while decoding, so that what it would drop is never decoded
-// (see protobuf.go); the informers' transform still calls Trim for pods that come in
-// another encoding. A controller that starts reading another pod field must add it to
-// both (and to their tests, which check that they agree); it would otherwise see the
-// field empty. Cached pods are never written back: controllers change pods only
-// through patches and deletes, so nothing trimmed here can be lost on the apiserver.
+// The list of kept fields is written once, as the protobuf filter of protobuf.go. The
+// Decoder applies it while decoding, so that what it drops is never decoded; Trim
+// applies it to a pod decoded whole (from JSON, with --kube-api-content-type=
+// application/json) by encoding the pod and decoding what the filter keeps. A
+// controller that starts reading another pod field must add it there (and to
+// TestTrimKeepsWhatControllersRead); it would otherwise see the field empty. Cached pods
+// are never written back: controllers change pods only through patches and deletes, so
+// nothing trimmed here can be lost on the apiserver.
 package cachedpod
 
 import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// Trim reduces pod in place to the fields the controllers read. The pod must not be
-// shared: the informer's transform receives each object freshly decoded.
+// Trim reduces pod in place to the fields the controllers read, the same the Decoder
+// keeps: it encodes the pod and decodes only what the Decoder's filter keeps of the
+// encoding. It costs an encoding and a decoding, so the informers call it only for pods
+// the Decoder did not decode. The pod must not be shared: the informer's transform
+// receives each object freshly decoded. A pod that cannot be encoded, which a decoded
+// pod always can, is left whole: bigger, but never wrong.
 func Trim(pod *v1.Pod) {
-	pod.ManagedFields = nil
-	var annotations map[string]string
-	for key, value := range pod.Annotations {
-		if keepsAnnotation(key) {
-			if annotations == nil {
-				annotations = make(map[string]string, 1)
-			}
-			annotations[key] = value
-		}
+	data, err := pod.Marshal()
+	if err != nil {
+		return
 	}
-	pod.Annotations = annotations
-
-	trimContainers(pod.Spec.Containers)
-	trimContainers(pod.Spec.InitContainers)
-	pod.Spec = v1.PodSpec{
-		NodeName:       pod.Spec.NodeName,
-		Hostname:       pod.Spec.Hostname,
-		Subdomain:      pod.Spec.Subdomain,
-		Containers:     pod.Spec.Containers,
-		InitContainers: pod.Spec.InitContainers,
+	trimmed, err := appendPod(nil, data)
+	if err != nil {
+		return
 	}
-
-	var conditions []v1.PodCondition
-	for _, c := range pod.Status.Conditions {
-		if c.Type == v1.PodReady {
-			// Reason and message are for people; the controllers read status and time.
-			kept := v1.PodCondition{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime}
-			if len(pod.Status.Conditions) == 1 {
-				// Reuse the slice: a pod the Decoder trimmed has only this condition.
-				conditions = pod.Status.Conditions
-				conditions[0] = kept
-			} else {
-				conditions = []v1.PodCondition{kept}
-			}
-			break
-		}
+	typeMeta := pod.TypeMeta
+	var kept v1.Pod
+	if err := kept.Unmarshal(trimmed); err != nil {
+		return
 	}
-	trimContainerStatuses(pod.Status.ContainerStatuses)
-	trimContainerStatuses(pod.Status.InitContainerStatuses)
-	pod.Status = v1.PodStatus{
-		Phase:                 pod.Status.Phase,
-		Conditions:            conditions,
-		PodIP:                 pod.Status.PodIP,
-		PodIPs:                pod.Status.PodIPs,
-		ContainerStatuses:     pod.Status.ContainerStatuses,
-		InitContainerStatuses: pod.Status.InitContainerStatuses,
-	}
-}
-
-// trimContainers keeps each container's name, ports and restart policy, in place.
-func trimContainers(containers []v1.Container) {
-	for i, c := range containers {
-		containers[i] = v1.Container{Name: c.Name, Ports: c.Ports, RestartPolicy: c.RestartPolicy}
-	}
-}
-
-// trimContainerStatuses keeps each status's name, readiness and restart count, in place.
-func trimContainerStatuses(statuses []v1.ContainerStatus) {
-	for i, s := range statuses {
-		statuses[i] = v1.ContainerStatus{Name: s.Name, Ready: s.Ready, RestartCount: s.RestartCount}
-	}
+	*pod = kept
+	pod.TypeMeta = typeMeta
 }

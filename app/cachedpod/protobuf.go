@@ -14,13 +14,13 @@ import (
 	"github.com/mini-kcm/mini-kcm/controllers/podranking"
 )
 
-// Trim works on decoded pods, after the informer decoded every field of them. Decoding
-// is most of what an informer spends its CPU on, and most of the allocations, so the
-// Decoder below trims at the source instead: it copies the fields Trim keeps from the
-// protobuf encoding of a pod into a smaller encoding and decodes only that. It does the
-// same for the managedFields of the other objects the controllers cache. Objects and
-// encodings it does not know are decoded whole, and the informer's transform trims them
-// as before.
+// Decoding is most of what an informer spends its CPU on, and most of the allocations,
+// so the Decoder below trims at the source: it copies the fields the controllers read
+// (appendPod and the filters it calls: the one list of kept fields, which Trim applies
+// too) from the protobuf encoding of a pod into a smaller encoding and decodes only
+// that. It does the same for the managedFields of the other objects the controllers
+// cache. Objects and encodings it does not know are decoded whole, and the informer's
+// transform trims them.
 
 // Field numbers, from the generated.proto files of k8s.io/api and k8s.io/apimachinery.
 const (
@@ -76,7 +76,7 @@ func keepsAnnotation(key string) bool {
 	return key == podranking.DeletionCostAnnotation || key == metav1.InitialEventsAnnotationKey
 }
 
-// appendPod keeps what Trim keeps of an encoded pod.
+// appendPod keeps of an encoded pod what the controllers read (see the package comment).
 func appendPod(dst, src []byte) ([]byte, error) {
 	return keepFields(dst, src, func(dst []byte, f field) ([]byte, error) {
 		switch f.num {
