@@ -149,3 +149,21 @@ func FuzzBalanced(f *testing.F) {
 		}
 	})
 }
+
+func TestTheProbeSelectorExcludesTheProbeNamespace(t *testing.T) {
+	const probeNamespace = "default"
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: probeNamespace, Name: "p"}}
+	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "p"}}
+	for _, p := range []Plan{{Cuts: []uint64{Hash(probeNamespace)}}} {
+		sel := p.Selector(0)
+		if ok, _ := sel.Matches(pod); ok {
+			t.Errorf("%s matches the default namespace", sel)
+		}
+		if ok, _ := sel.Matches(other); !ok && Hash("kube-system") < Hash(probeNamespace) {
+			t.Errorf("%s does not match kube-system", sel)
+		}
+	}
+	if got := excluding(probeNamespace); got != (Plan{Cuts: []uint64{Hash(probeNamespace)}}).Selector(0).String() {
+		t.Errorf("excluding(default) = %s", got)
+	}
+}
