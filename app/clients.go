@@ -23,6 +23,7 @@ import (
 
 	"github.com/mini-kcm/mini-kcm/app/cachedpod"
 	"github.com/mini-kcm/mini-kcm/controllers/throttle"
+	"github.com/mini-kcm/mini-kcm/leaderelection"
 )
 
 // clientBuilder hands out one client per named user (a controller, the shared
@@ -39,12 +40,17 @@ type clientBuilder struct {
 	serviceAccounts map[string]string
 	// tokens requests those tokens, with base's credentials.
 	tokens corev1client.ServiceAccountsGetter
+	// fence, when set, guards every client's writes: none leaves this process unless
+	// it holds the Lease by its own clock. Nil (--leader-elect=false) fences nothing.
+	fence *leaderelection.Fence
 }
 
 // Config returns the configuration of name's client: a copy of the base configuration
 // with the user agent of name and a rate limiter of its own, one that controllers can
-// pay ahead (package throttle), and, for a controller with a ServiceAccount, that
-// account's tokens instead of the base credentials.
+// pay ahead (package throttle), for a controller with a ServiceAccount that account's
+// tokens instead of the base credentials, and the write fence in its transport, so that
+// no controller can forget it. Reads, events, reviews and token requests pass the fence
+// (see leaderelection.Fence.Transport).
 func (b clientBuilder) Config(name string) (*rest.Config, error) {
 	cfg := rest.CopyConfig(b.base)
 	if account, ok := b.serviceAccounts[name]; ok {
@@ -63,6 +69,10 @@ func (b clientBuilder) Config(name string) (*rest.Config, error) {
 	}
 	cfg.UserAgent = userAgent(name)
 	cfg.RateLimiter = throttle.New(cfg.QPS, cfg.Burst)
+	// After the credentials: AnonymousClientConfig above keeps no transport wrappers.
+	if b.fence != nil {
+		cfg.Wrap(b.fence.Transport(name))
+	}
 	return cfg, nil
 }
 

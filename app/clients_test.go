@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/pem"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/mini-kcm/mini-kcm/controllers/throttle"
+	"github.com/mini-kcm/mini-kcm/leaderelection"
 )
 
 func TestInformerClientDecodesTrimmed(t *testing.T) {
@@ -240,4 +243,53 @@ func (c *silenceableConn) Write(b []byte) (int, error) {
 		return len(b), nil
 	}
 	return c.Conn.Write(b)
+}
+
+func TestEveryControllerClientIsFencedButOnlyForWrites(t *testing.T) {
+	var received []string
+	var mu sync.Mutex
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		received = append(received, r.Method+" "+r.URL.Path)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"}}`))
+	}))
+	defer server.Close()
+	ctx := context.Background()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
+
+	// A fence that never opened: this replica has not acquired the Lease.
+	fence := leaderelection.NewFence("kube-system/mini-kube-controller-manager", 15*time.Second, nil)
+	fenced, err := clientBuilder{base: &rest.Config{Host: server.URL, QPS: 5, Burst: 10}, fence: fence}.Client("replicaset-controller")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = fenced.CoreV1().Pods("ns").Create(ctx, pod, metav1.CreateOptions{})
+	var fencedErr *leaderelection.FencedError
+	if !errors.As(err, &fencedErr) || !strings.Contains(err.Error(), "kube-system/mini-kube-controller-manager") {
+		t.Errorf("create through a fenced client = %v, want a FencedError naming the lease", err)
+	}
+	if _, err := fenced.CoreV1().Pods("ns").Get(ctx, "p", metav1.GetOptions{}); err != nil {
+		t.Errorf("a read through a fenced client: %v", err)
+	}
+	if _, err := fenced.CoreV1().Events("ns").Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e"}}, metav1.CreateOptions{}); err != nil {
+		t.Errorf("an event through a fenced client: %v", err)
+	}
+
+	// --leader-elect=false: no fence.
+	open, err := clientBuilder{base: &rest.Config{Host: server.URL, QPS: 5, Burst: 10}}.Client("replicaset-controller")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := open.CoreV1().Pods("ns").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Errorf("create without leader election: %v", err)
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"GET /api/v1/namespaces/ns/pods/p", "POST /api/v1/namespaces/ns/events", "POST /api/v1/namespaces/ns/pods"}
+	if strings.Join(received, ", ") != strings.Join(want, ", ") {
+		t.Errorf("the apiserver received %q, want %q", received, want)
+	}
 }

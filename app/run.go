@@ -49,7 +49,13 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 	logger.Info("Golang settings", "GOGC", os.Getenv("GOGC"), "GOMAXPROCS", os.Getenv("GOMAXPROCS"),
 		"GOTRACEBACK", os.Getenv("GOTRACEBACK"))
 
-	clients := clientBuilder{base: cfg.RESTConfig}
+	// With leader election, every client's writes are fenced by the Lease (see
+	// leaderelection.Fence); without it there is no Lease and nothing to fence.
+	var fence *leaderelection.Fence
+	if le := cfg.LeaderElection; le.LeaderElect {
+		fence = leaderelection.NewFence(le.ResourceNamespace+"/"+le.ResourceName, le.LeaseDuration, nil)
+	}
+	clients := clientBuilder{base: cfg.RESTConfig, fence: fence}
 	if cfg.UseServiceAccountCredentials {
 		tokenClient, err := clients.Client("token-requests")
 		if err != nil {
@@ -143,7 +149,7 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 		// The election runs a term (see controllerManager.run) while leading and releases
 		// the Lease after the term ended; leaderelection owns that order.
 		err = process.run(ctx, "election", func(ctx context.Context) error {
-			return campaign(ctx, cfg, events, watchdog, ready, manager.run)
+			return campaign(ctx, cfg, events, watchdog, ready, fence, manager.run)
 		})
 	}
 	if err == nil {
@@ -154,7 +160,8 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 
 // campaign joins the leader election and runs the controllers while leading.
 func campaign(ctx context.Context, cfg *options.Config, events *eventRecorders,
-	watchdog *clientgoleaderelection.HealthzAdaptor, ready *readiness, runControllers func(context.Context) error) error {
+	watchdog *clientgoleaderelection.HealthzAdaptor, ready *readiness, fence *leaderelection.Fence,
+	runControllers func(context.Context) error) error {
 	le := cfg.LeaderElection
 	timings := leaderelection.Timings{LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod}
 	if !timings.Safe() {
@@ -182,5 +189,6 @@ func campaign(ctx context.Context, cfg *options.Config, events *eventRecorders,
 		RetryPeriod:   le.RetryPeriod,
 		EventRecorder: events.Recorder(eventComponent),
 		WatchDog:      watchdog,
+		Fence:         fence,
 	}, runControllers)
 }

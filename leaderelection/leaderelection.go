@@ -3,9 +3,23 @@
 //
 // Guarantees and limits:
 //
-//   - There is no fencing. The Lease is a hint that well-behaved replicas respect, not a
-//     lock the apiserver enforces: a paused or partitioned leader can still write after
-//     a standby took over. The timing below makes this unlikely, not impossible.
+//   - Writes are fenced in the process (Fence, attached by Config.Fence): no mutating
+//     request leaves a client built with Fence.Transport unless this replica holds the
+//     Lease by its own monotonic clock, that is until the send time of its last
+//     successful acquisition or renewal + the lease duration - Margin (1% for clock
+//     rates, plus up to 1s for the write's own latency). The fence closes at once when
+//     the elector stops leading, when a read of the Lease shows another holder (which
+//     also ends the election as a lost Lease, so a resumed leader steps down at its
+//     first renewal attempt instead of after the renew deadline), and before a release
+//     is sent. An allowed write's context ends when the fence closes. Reads, events
+//     and the Lease client are not fenced. Limits: a write already sent when the fence
+//     closes may still be applied by the apiserver, up to its own latency later (the
+//     margin covers the usual one, not a stuck request); and the monotonic clock
+//     (CLOCK_MONOTONIC) does not advance while a whole VM is suspended, so a leader on a
+//     VM resumed after its lease expired believes it still holds it for the rest of the
+//     lease; only a check at the apiserver (an admission policy comparing the Lease)
+//     covers that. A paused process (SIGSTOP, a long GC pause, a throttled container)
+//     is covered: its monotonic clock keeps running.
 //   - The bound. Let t be the moment the leader sent its last successful renewal. The
 //     apiserver wrote it at t or later, so no standby takes over before t + lease
 //     duration. The leader learns of that renewal by t + request timeout (the Lease
@@ -13,16 +27,17 @@
 //     for at most the renew deadline before it gives up and exits. So a cut-off leader
 //     stops acting by t + request timeout + retry period + renew deadline
 //     (Timings.StopBound), and only a lease duration longer than that guarantees that
-//     it stopped before a standby started. A write it sent just before it stopped may
-//     still be applied by the apiserver later; only fencing would close that.
+//     it stopped before a standby started. With the fence, its writes stop earlier
+//     still, at t + lease duration - Margin, whatever the timings.
 //   - Every decision uses the local clock only. A standby takes over once it has seen no
 //     change to the Lease for leaseDurationSeconds measured on its own clock; timestamps
 //     written by other replicas are never compared with ours. Clock skew is therefore
 //     harmless, but a clock running much faster than the leader's shortens the wait.
 //     Keep --leader-elect-lease-duration comfortably above the bound below.
-//   - Lost lease: when the leader cannot renew within the renew deadline while it is not
-//     shutting down (or while its controllers are draining), it logs "leaderelection
-//     lost" and exits with code 1 at once. It does not release the Lease or write
+//   - Lost lease: when the leader cannot renew within the renew deadline, or (with a
+//     fence) reads the Lease with another holder, while it is not shutting down (or
+//     while its controllers are draining), it logs "leaderelection lost" and exits
+//     with code 1 at once. It does not release the Lease or write
 //     anything else: another replica may already be leading, and restarting is the only
 //     way to be sure no worker of this process acts any more.
 //   - SIGTERM (the caller cancels ctx): the controllers' context is cancelled and Run
@@ -91,6 +106,10 @@ type Config struct {
 	// Exit ends the process after a lost Lease. It defaults to flushing the logs and
 	// exiting; tests replace it.
 	Exit func(code int)
+	// Fence, when set, learns of every acquisition and renewal and is closed when the
+	// Lease is lost or released (see Fence). It must be made for this Lease and
+	// LeaseDuration. Optional: without it nothing is fenced.
+	Fence *Fence
 }
 
 // NewIdentity returns hostname_uuid.
@@ -167,7 +186,7 @@ func Run(ctx context.Context, cfg Config, run func(ctx context.Context) error) e
 	if exit == nil {
 		exit = func(code int) { klog.FlushAndExit(klog.ExitFlushTimeout, code) }
 	}
-	lock := &resourcelock.LeaseLock{
+	var lock resourcelock.Interface = &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Name},
 		Client:     cfg.Client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity, EventRecorder: cfg.EventRecorder},
@@ -198,6 +217,16 @@ func Run(ctx context.Context, cfg Config, run func(ctx context.Context) error) e
 		stopElection()
 	}
 	runDone := make(chan struct{})
+
+	if cfg.Fence != nil {
+		lock = &fencedLock{Interface: lock, fence: cfg.Fence, takenOver: func(holder string) {
+			// The apiserver says another replica holds the Lease: stop the election
+			// now rather than after the renew deadline. Its end is a lost Lease (ended
+			// is not set), which exits the process.
+			logger.Info("The lease is held by another replica", "holder", holder)
+			stopElection()
+		}}
+	}
 
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:          lock,
@@ -243,6 +272,15 @@ func Run(ctx context.Context, cfg Config, run func(ctx context.Context) error) e
 				lost = !ended
 				wasLost := lost
 				mu.Unlock()
+				// Whatever ended the election, this replica no longer writes: the
+				// fence closes before the release is sent or the process exits.
+				if cfg.Fence != nil {
+					reason := "stopped leading"
+					if wasLost {
+						reason = "lost: not renewed within the renew deadline"
+					}
+					cfg.Fence.Close(reason)
+				}
 				if wasLost {
 					logger.Error(nil, "leaderelection lost")
 					exit(1)
@@ -310,7 +348,7 @@ func Run(ctx context.Context, cfg Config, run func(ctx context.Context) error) e
 // release gives up the Lease if this candidate still holds it: holder "" and a duration
 // of one second, as client-go's ReleaseOnCancel does, so standbys take over at their next
 // retry. It reads the Lease first and never overwrites another holder's record.
-func release(ctx context.Context, lock *resourcelock.LeaseLock, identity string, timeout time.Duration) error {
+func release(ctx context.Context, lock resourcelock.Interface, identity string, timeout time.Duration) error {
 	logger := klog.FromContext(ctx)
 	// The election context may be done; the release needs a fresh one.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)

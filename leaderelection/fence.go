@@ -1,0 +1,194 @@
+package leaderelection
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/utils/clock"
+)
+
+// Fence knows, by this process's monotonic clock, until when this replica holds the
+// Lease, and refuses writes after that (see Transport). It learns of every successful
+// acquisition and renewal from the lock the elector writes through (see Config.Fence),
+// so it needs no cooperation from the controllers.
+//
+// The Lease is ours from the moment a write naming us as holder succeeded until that
+// write's send time + the lease duration - Margin: the apiserver applied the write at
+// the send time or later, and a standby waits a full lease duration, on its own clock,
+// from the moment it saw that write before it takes over. Counting from the send time
+// and not from the response is what keeps a slow renewal from stretching the fence.
+//
+// A fence only ever closes for good: once the election lost or released the Lease, no
+// later write reopens it, since the process then ends its election and exits.
+type Fence struct {
+	// lease names the Lease, namespace/name, for errors.
+	lease string
+	// validFor is how long after a successful write was sent the Lease is ours.
+	validFor time.Duration
+	clock    clock.PassiveClock
+
+	mu sync.Mutex
+	// held is set by the first successful write naming us as holder.
+	held bool
+	// until is when the Lease stops being ours unless renewed; meaningful when held.
+	until time.Time
+	// closedAt and closedBecause record the end of the election for this process:
+	// lost, taken over or released. The fence stays closed afterwards.
+	closedAt      time.Time
+	closedBecause string
+}
+
+// NewFence returns a closed fence for the Lease named lease (namespace/name) of the
+// given duration, measured on clk (nil means the real clock). It opens at the first
+// successful acquisition.
+func NewFence(lease string, leaseDuration time.Duration, clk clock.PassiveClock) *Fence {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	registerMetrics()
+	// Standbys use the duration written into the Lease, in whole seconds, truncated
+	// as client-go writes it.
+	written := leaseDuration.Truncate(time.Second)
+	return &Fence{lease: lease, validFor: written - Margin(written), clock: clk}
+}
+
+// Margin is how much earlier than a standby the fence gives up the Lease:
+//
+//   - 1% of the lease duration for the clocks. The standby measures the lease duration
+//     on its clock, the fence on ours; 1% covers a relative rate difference of 0.5%
+//     in either direction, ten times the most NTP ever slews a clock (500 ppm), so an
+//     undisciplined or badly virtualised clock is still covered. Clock offsets do not
+//     matter: no timestamp is compared across machines.
+//   - 1s for the write itself, the Kubernetes SLO for the p99 latency of a mutating
+//     API call: a write sent just before the fence closes must still be applied
+//     before a standby can have taken over. Each allowed write's context ends when
+//     the fence closes, but a request already at the apiserver may still be applied.
+//     For short leases this part is at most a quarter of the lease, so that the fence
+//     stays open between the renewals of a healthy leader (a renewal every retry
+//     period, which is below a lease duration / 1.2).
+//
+// At 15s leases the fence closes 1.15s before a standby may take over, at 5s 1.05s.
+func Margin(leaseDuration time.Duration) time.Duration {
+	return leaseDuration/100 + min(time.Second, leaseDuration/4)
+}
+
+// Check reports whether this replica may write now. If it may, it returns when the
+// fence closes unless the Lease is renewed; otherwise a *FencedError that says why.
+func (f *Fence) Check() (time.Time, error) {
+	now := f.clock.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case f.closedBecause != "":
+		since := f.closedAt
+		if f.held && f.until.Before(since) {
+			since = f.until
+		}
+		return time.Time{}, &FencedError{Lease: f.lease, Reason: f.closedBecause, Ago: now.Sub(since)}
+	case !f.held:
+		return time.Time{}, &FencedError{Lease: f.lease, Reason: "this replica has not acquired it"}
+	case !now.Before(f.until):
+		return time.Time{}, &FencedError{Lease: f.lease, Reason: "not renewed in time by this replica's clock", Ago: now.Sub(f.until)}
+	}
+	return f.until, nil
+}
+
+// Close closes the fence for good, before the caller writes anything that gives up
+// the Lease or after it learnt that the Lease is lost.
+func (f *Fence) Close(reason string) {
+	now := f.clock.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closedBecause == "" {
+		f.closedAt, f.closedBecause = now, reason
+	}
+}
+
+// extend records a successful write naming this replica as holder, sent at sent.
+func (f *Fence) extend(sent time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closedBecause != "" {
+		return
+	}
+	until := sent.Add(f.validFor)
+	if !f.held || until.After(f.until) {
+		f.held, f.until = true, until
+	}
+}
+
+// leading reports whether the fence was opened and not closed yet, i.e. whether this
+// replica believes it holds the Lease.
+func (f *Fence) leading() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.held && f.closedBecause == ""
+}
+
+// FencedError is the error of a write the fence refused.
+type FencedError struct {
+	// Lease is namespace/name.
+	Lease string
+	// Reason says why this replica does not hold the Lease.
+	Reason string
+	// Ago is how long ago the fence closed; 0 if it never opened.
+	Ago time.Duration
+}
+
+func (e *FencedError) Error() string {
+	when := ""
+	if e.Ago > 0 {
+		when = fmt.Sprintf(", since %s ago", e.Ago.Round(time.Millisecond))
+	}
+	return fmt.Sprintf("write fenced: this replica does not hold lease %s (%s%s); only the Lease holder writes. "+
+		"This is expected while a replica steps down; if it lasts, this replica cannot renew the Lease (see its leader election log)",
+		e.Lease, e.Reason, when)
+}
+
+// fencedLock is the elector's lock with the fence attached: every successful write
+// naming this replica as holder extends the fence from the moment it was sent; a write
+// naming anyone else (a release) closes the fence before it is sent; a read showing
+// another holder while this replica leads closes the fence and reports the takeover.
+type fencedLock struct {
+	resourcelock.Interface
+	fence *Fence
+	// takenOver is called, once the fence is closed, when a read shows that another
+	// replica holds the Lease this replica believed it held.
+	takenOver func(holder string)
+}
+
+func (l *fencedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	record, raw, err := l.Interface.Get(ctx)
+	if err == nil && record.HolderIdentity != l.Identity() && l.fence.leading() {
+		l.fence.Close(fmt.Sprintf("taken over by %q", record.HolderIdentity))
+		if l.takenOver != nil {
+			l.takenOver(record.HolderIdentity)
+		}
+	}
+	return record, raw, err
+}
+
+func (l *fencedLock) Create(ctx context.Context, record resourcelock.LeaderElectionRecord) error {
+	return l.write(ctx, record, l.Interface.Create)
+}
+
+func (l *fencedLock) Update(ctx context.Context, record resourcelock.LeaderElectionRecord) error {
+	return l.write(ctx, record, l.Interface.Update)
+}
+
+func (l *fencedLock) write(ctx context.Context, record resourcelock.LeaderElectionRecord,
+	write func(context.Context, resourcelock.LeaderElectionRecord) error) error {
+	if record.HolderIdentity != l.Identity() {
+		l.fence.Close("released")
+		return write(ctx, record)
+	}
+	sent := l.fence.clock.Now()
+	if err := write(ctx, record); err != nil {
+		return err
+	}
+	l.fence.extend(sent)
+	return nil
+}

@@ -1,0 +1,427 @@
+package leaderelection
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+)
+
+const testLease = "kube-system/test-lease"
+
+// fakeLock is a resourcelock.Interface whose writes run a hook, for the fence's tests.
+type fakeLock struct {
+	resourcelock.Interface // nil: only what fencedLock calls is implemented
+	identity               string
+	// current is what Get returns.
+	current resourcelock.LeaderElectionRecord
+	// onWrite runs in the middle of every Create or Update; its error fails the write.
+	onWrite func(resourcelock.LeaderElectionRecord) error
+}
+
+func (l *fakeLock) Identity() string { return l.identity }
+func (l *fakeLock) Describe() string { return testLease }
+func (l *fakeLock) Get(context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	r := l.current
+	return &r, nil, nil
+}
+func (l *fakeLock) Create(_ context.Context, r resourcelock.LeaderElectionRecord) error {
+	return l.write(r)
+}
+func (l *fakeLock) Update(_ context.Context, r resourcelock.LeaderElectionRecord) error {
+	return l.write(r)
+}
+func (l *fakeLock) write(r resourcelock.LeaderElectionRecord) error {
+	if l.onWrite != nil {
+		if err := l.onWrite(r); err != nil {
+			return err
+		}
+	}
+	l.current = r
+	return nil
+}
+
+// newTestFence returns a fence for a 15s lease on a fake clock, and its lock.
+func newTestFence() (*Fence, *clocktesting.FakeClock, *fakeLock, *fencedLock) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	fence := NewFence(testLease, 15*time.Second, clk)
+	inner := &fakeLock{identity: "me"}
+	return fence, clk, inner, &fencedLock{Interface: inner, fence: fence}
+}
+
+func renew(t *testing.T, lock resourcelock.Interface) error {
+	t.Helper()
+	return lock.Update(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaseDurationSeconds: 15})
+}
+
+func TestFenceIsClosedUntilTheFirstAcquisition(t *testing.T) {
+	fence, _, _, _ := newTestFence()
+	_, err := fence.Check()
+	var fenced *FencedError
+	if !errors.As(err, &fenced) || !strings.Contains(err.Error(), "has not acquired it") || !strings.Contains(err.Error(), testLease) {
+		t.Fatalf("Check() before any acquisition = %v, want a FencedError naming the lease", err)
+	}
+}
+
+func TestRenewalExtendsTheFenceFromWhenItWasSentNotWhenItCompleted(t *testing.T) {
+	fence, clk, inner, lock := newTestFence()
+	sent := clk.Now()
+	// The renewal takes 3s to be answered.
+	inner.onWrite = func(resourcelock.LeaderElectionRecord) error {
+		clk.Step(3 * time.Second)
+		return nil
+	}
+	if err := renew(t, lock); err != nil {
+		t.Fatal(err)
+	}
+	wantUntil := sent.Add(15*time.Second - Margin(15*time.Second))
+	until, err := fence.Check()
+	if err != nil {
+		t.Fatalf("Check() right after the renewal: %v", err)
+	}
+	if !until.Equal(wantUntil) {
+		t.Errorf("fence open until %v, want the send time + lease - margin = %v", until, wantUntil)
+	}
+	clk.SetTime(wantUntil.Add(-time.Millisecond))
+	if _, err := fence.Check(); err != nil {
+		t.Errorf("Check() 1ms before the fence closes: %v", err)
+	}
+	clk.SetTime(wantUntil)
+	if _, err := fence.Check(); err == nil {
+		t.Error("Check() at send time + lease - margin succeeded, want fenced (the answer arrived 3s later and must not count)")
+	}
+	clk.Step(2 * time.Second)
+	_, err = fence.Check()
+	if err == nil || !strings.Contains(err.Error(), "since 2s ago") {
+		t.Errorf("Check() 2s after expiry = %v, want it to say how long ago the fence closed", err)
+	}
+}
+
+func TestFailedOrForeignWritesDoNotExtendTheFence(t *testing.T) {
+	fence, clk, inner, lock := newTestFence()
+	if err := renew(t, lock); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := fence.Check()
+
+	clk.Step(5 * time.Second)
+	inner.onWrite = func(resourcelock.LeaderElectionRecord) error { return errors.New("conflict") }
+	if err := renew(t, lock); err == nil {
+		t.Fatal("want the failed renewal's error")
+	}
+	if until, _ := fence.Check(); !until.Equal(first) {
+		t.Errorf("a failed renewal moved the fence from %v to %v", first, until)
+	}
+
+	inner.onWrite = nil
+	if err := lock.Update(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fence.Check(); err == nil {
+		t.Error("the fence is open after a write naming another holder")
+	}
+	// Closed for good: a later successful renewal does not reopen it.
+	if err := renew(t, lock); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fence.Check(); err == nil {
+		t.Error("a renewal reopened a closed fence")
+	}
+}
+
+func TestReleaseClosesTheFenceBeforeTheReleaseIsWritten(t *testing.T) {
+	fence, _, inner, lock := newTestFence()
+	if err := renew(t, lock); err != nil {
+		t.Fatal(err)
+	}
+	var openDuringRelease error
+	inner.onWrite = func(r resourcelock.LeaderElectionRecord) error {
+		_, err := fence.Check()
+		if err == nil {
+			openDuringRelease = errors.New("fence open while the release was sent")
+		}
+		return nil
+	}
+	if err := lock.Update(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "", LeaseDurationSeconds: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if openDuringRelease != nil {
+		t.Error(openDuringRelease)
+	}
+	if _, err := fence.Check(); err == nil || !strings.Contains(err.Error(), "released") {
+		t.Errorf("Check() after the release = %v, want fenced because released", err)
+	}
+}
+
+func TestReadingAnotherHolderClosesTheFenceAtOnceAndReportsTheTakeover(t *testing.T) {
+	fence, _, inner, lock := newTestFence()
+	var takenOverBy string
+	lock.takenOver = func(holder string) {
+		if _, err := fence.Check(); err == nil {
+			t.Error("the takeover was reported before the fence closed")
+		}
+		takenOverBy = holder
+	}
+	// A standby reading the holder's record is no takeover.
+	inner.current = resourcelock.LeaderElectionRecord{HolderIdentity: "other"}
+	if _, _, err := lock.Get(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if takenOverBy != "" {
+		t.Fatalf("a replica that never led reported a takeover by %q", takenOverBy)
+	}
+	if err := renew(t, lock); err != nil {
+		t.Fatal(err)
+	}
+	inner.current = resourcelock.LeaderElectionRecord{HolderIdentity: "other"}
+	if _, _, err := lock.Get(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if takenOverBy != "other" {
+		t.Errorf("takeover reported by %q, want other", takenOverBy)
+	}
+	if _, err := fence.Check(); err == nil || !strings.Contains(err.Error(), `taken over by "other"`) {
+		t.Errorf("Check() = %v, want fenced, taken over by other", err)
+	}
+}
+
+func TestMarginLeavesTheFenceOpenBetweenRenewals(t *testing.T) {
+	// A healthy leader renews every retry period, each renewal taking up to the Lease
+	// request timeout; the fence must stay open that long after a renewal was sent
+	// with upstream's timings, the e2e tests' and short ones.
+	for _, timings := range []Timings{
+		{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
+		{LeaseDuration: 6 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: time.Second},
+		{LeaseDuration: 5 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: time.Second},
+		{LeaseDuration: 3 * time.Second, RenewDeadline: time.Second, RetryPeriod: 500 * time.Millisecond},
+		{LeaseDuration: 2 * time.Second, RenewDeadline: 500 * time.Millisecond, RetryPeriod: 400 * time.Millisecond},
+	} {
+		margin := Margin(timings.LeaseDuration)
+		if open, needed := timings.LeaseDuration-margin, timings.RetryPeriod+timings.RequestTimeout(); open <= needed {
+			t.Errorf("%+v: margin %v leaves the fence open %v after a renewal, want more than retry + request timeout = %v",
+				timings, margin, open, needed)
+		}
+	}
+	if got := Margin(15 * time.Second); got != 1150*time.Millisecond {
+		t.Errorf("Margin(15s) = %v, want 1.15s", got)
+	}
+}
+
+// refusedCount reads the fence's refusal counter of controller from /metrics.
+func refusedCount(t *testing.T, controller string) int {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	legacyregistry.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	prefix := `mini_kcm_leader_election_fence_refused_requests_total{controller="` + controller + `"} `
+	for line := range strings.Lines(rec.Body.String()) {
+		if value, ok := strings.CutPrefix(strings.TrimSpace(line), prefix); ok {
+			n, err := strconv.Atoi(value)
+			if err != nil {
+				t.Fatalf("metric line %q: %v", line, err)
+			}
+			return n
+		}
+	}
+	return 0
+}
+
+// roundTripperFunc lets a function be a transport.
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func TestTransportRefusesWritesOnlyWhileFenced(t *testing.T) {
+	fence, clk, _, lock := newTestFence()
+	var sent []string
+	var deadlines []time.Duration
+	rt := fence.Transport("test-controller")(roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		sent = append(sent, r.Method+" "+r.URL.Path)
+		if d, ok := r.Context().Deadline(); ok {
+			deadlines = append(deadlines, time.Until(d))
+		}
+		return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("{}"))}, nil
+	}))
+	do := func(method, path string) error {
+		req, err := http.NewRequest(method, "https://apiserver:6443"+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := rt.RoundTrip(req)
+		if err == nil {
+			_, _ = io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+		}
+		return err
+	}
+	refusedBefore := refusedCount(t, "test-controller")
+
+	// Fenced: reads, events and reviews pass; every mutating verb is refused.
+	passes := []struct{ method, path string }{
+		{http.MethodGet, "/api/v1/namespaces/ns/pods"},
+		{http.MethodGet, "/apis/apps/v1/namespaces/ns/replicasets?watch=true"},
+		{http.MethodHead, "/api/v1/namespaces/ns/pods/p"},
+		{http.MethodPost, "/api/v1/namespaces/ns/events"},
+		{http.MethodPatch, "/api/v1/namespaces/ns/events/e"},
+		{http.MethodPost, "/apis/events.k8s.io/v1/namespaces/ns/events"},
+		{http.MethodPost, "/apis/authorization.k8s.io/v1/subjectaccessreviews"},
+		{http.MethodPost, "/apis/authentication.k8s.io/v1/tokenreviews"},
+	}
+	for _, p := range passes {
+		if err := do(p.method, p.path); err != nil {
+			t.Errorf("%s %s while fenced: %v, want it to pass", p.method, p.path, err)
+		}
+	}
+	refused := []struct{ method, path string }{
+		{http.MethodPost, "/api/v1/namespaces/ns/pods"},
+		{http.MethodPut, "/apis/apps/v1/namespaces/ns/replicasets/rs/status"},
+		{http.MethodPatch, "/api/v1/namespaces/ns/pods/p"},
+		{http.MethodDelete, "/api/v1/namespaces/ns/pods/p"},
+		{http.MethodPut, "/api/v1/namespaces/events"}, // the namespace named events
+		{http.MethodPost, "/api/v1/namespaces/ns/pods/p/eviction"},
+	}
+	for _, p := range refused {
+		err := do(p.method, p.path)
+		var fenced *FencedError
+		if !errors.As(err, &fenced) || !strings.Contains(err.Error(), p.method+" "+p.path) {
+			t.Errorf("%s %s while fenced: %v, want a FencedError naming the request", p.method, p.path, err)
+		}
+	}
+	if len(sent) != len(passes) {
+		t.Errorf("sent %v while fenced, want only the %d requests that pass", sent, len(passes))
+	}
+	if got := refusedCount(t, "test-controller") - refusedBefore; got != len(refused) {
+		t.Errorf("refusals counted = %v, want %d", got, len(refused))
+	}
+
+	// Open: a write goes out with its context ending no later than the fence.
+	if err := renew(t, lock); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(10 * time.Second)
+	sent, deadlines = nil, nil
+	if err := do(http.MethodPost, "/api/v1/namespaces/ns/pods"); err != nil {
+		t.Fatalf("a write while holding the Lease: %v", err)
+	}
+	left := 15*time.Second - Margin(15*time.Second) - 10*time.Second
+	if len(sent) != 1 || len(deadlines) != 1 || deadlines[0] > left || deadlines[0] <= 0 {
+		t.Errorf("sent %v with context deadlines in %v, want one request whose context ends within %v", sent, deadlines, left)
+	}
+}
+
+func TestFencedLeaderElection(t *testing.T) {
+	t.Run("the fence is open while leading and closes before the release is written", func(t *testing.T) {
+		logger, _ := ktesting.NewTestContext(t)
+		ctx, sigterm := context.WithCancel(klog.NewContext(context.Background(), logger))
+		defer sigterm()
+		client := fake.NewClientset()
+		cfg := testConfig(client, "me")
+		cfg.Fence = NewFence(leaseNamespace+"/"+leaseName, cfg.LeaseDuration, nil)
+		var releasedWhileOpen atomic.Bool
+		client.PrependReactor("update", "leases", func(action clienttesting.Action) (bool, runtime.Object, error) {
+			lease := action.(clienttesting.UpdateAction).GetObject().(*coordinationv1.Lease)
+			if ptr.Deref(lease.Spec.HolderIdentity, "") == "" {
+				if _, err := cfg.Fence.Check(); err == nil {
+					releasedWhileOpen.Store(true)
+				}
+			}
+			return false, nil, nil
+		})
+		openWhileLeading := make(chan error, 1)
+		done := runInBackground(ctx, cfg, func(ctx context.Context) error {
+			_, err := cfg.Fence.Check()
+			openWhileLeading <- err
+			<-ctx.Done()
+			return nil
+		})
+		if err := waitFor(t, openWhileLeading, "leadership"); err != nil {
+			t.Errorf("fence while leading: %v", err)
+		}
+		sigterm()
+		if err := waitFor(t, done, "Run to return"); err != nil {
+			t.Fatal(err)
+		}
+		if ptr.Deref(getLease(t, client).Spec.HolderIdentity, "<nil>") != "" {
+			t.Fatal("the lease was not released")
+		}
+		if releasedWhileOpen.Load() {
+			t.Error("the release was written while the fence was open")
+		}
+	})
+
+	t.Run("another holder read by the leader closes the fence and exits 1 at once", func(t *testing.T) {
+		logger, _ := ktesting.NewTestContext(t)
+		ctx := klog.NewContext(context.Background(), logger)
+		client := fake.NewClientset()
+		cfg := testConfig(client, "me")
+		// A renew deadline far longer than the test: only the takeover can end it.
+		cfg.LeaseDuration, cfg.RenewDeadline = 10*time.Minute, 5*time.Minute
+		cfg.Fence = NewFence(leaseNamespace+"/"+leaseName, cfg.LeaseDuration, nil)
+		// The fake clientset has no optimistic concurrency: once another replica took
+		// over, this replica's renewals conflict, as the apiserver's would.
+		var takenOver atomic.Bool
+		client.PrependReactor("update", "leases", func(action clienttesting.Action) (bool, runtime.Object, error) {
+			lease := action.(clienttesting.UpdateAction).GetObject().(*coordinationv1.Lease)
+			if takenOver.Load() && ptr.Deref(lease.Spec.HolderIdentity, "") == "me" {
+				return true, nil, apierrors.NewConflict(coordinationv1.Resource("leases"), leaseName, errors.New("the object has been modified"))
+			}
+			return false, nil, nil
+		})
+		exited := make(chan error, 1)
+		cfg.Exit = func(code int) {
+			_, err := cfg.Fence.Check()
+			if err == nil {
+				exited <- errors.New("exit with the fence open")
+				return
+			}
+			if code != 1 {
+				exited <- errors.New("exit code is not 1")
+				return
+			}
+			exited <- nil
+		}
+		started := make(chan struct{})
+		done := runInBackground(ctx, cfg, func(ctx context.Context) error {
+			close(started)
+			<-ctx.Done()
+			return nil
+		})
+		waitFor(t, started, "leadership")
+		// Another replica takes the Lease, as after this one was frozen past its lease.
+		lease := getLease(t, client)
+		lease.Spec.HolderIdentity = ptr.To("other")
+		now := metav1.NewMicroTime(time.Now())
+		lease.Spec.RenewTime = &now
+		takenOver.Store(true)
+		if _, err := client.CoordinationV1().Leases(leaseNamespace).Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := waitFor(t, exited, "exit"); err != nil {
+			t.Error(err)
+		}
+		if err := waitFor(t, done, "Run to return"); !errors.Is(err, ErrLeaseLost) {
+			t.Errorf("Run() = %v, want ErrLeaseLost", err)
+		}
+		if _, err := cfg.Fence.Check(); err == nil || !strings.Contains(err.Error(), `taken over by "other"`) {
+			t.Errorf("Check() = %v, want fenced, taken over by other", err)
+		}
+	})
+}

@@ -1,0 +1,137 @@
+package leaderelection
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+
+	"k8s.io/client-go/transport"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+var (
+	fenceRefusals = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      "mini_kcm",
+		Subsystem:      "leader_election",
+		Name:           "fence_refused_requests_total",
+		Help:           "Mutating requests refused by the write fence because this replica did not hold the Lease by its own clock, by client (the controller's name).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"controller"})
+	registerOnce sync.Once
+)
+
+// registerMetrics registers the fence's metrics once per process.
+func registerMetrics() {
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(fenceRefusals)
+	})
+}
+
+// Transport returns a wrapper for the transport of the client named client (a
+// controller's name) that lets a mutating request (POST, PUT, PATCH, DELETE) through
+// only while the fence is open, and ends it, through its context, when the fence
+// closes unless the Lease is renewed in time. A refused request fails at once with a
+// *FencedError, without reaching the network, and is counted in
+// mini_kcm_leader_election_fence_refused_requests_total.
+//
+// Reads pass untouched, and so do two kinds of writes that change nothing a
+// controller acts on:
+//
+//   - Events (core/v1 and events.k8s.io). They describe what happened and no
+//     controller reads them to decide anything; fencing them would drop exactly the
+//     events that explain a step-down (a FailedCreate naming the fence) and the
+//     "stopped leading" event, which is recorded after the Lease was lost.
+//   - Reviews (authentication.k8s.io and authorization.k8s.io): a TokenReview or
+//     SubjectAccessReview is a create that stores nothing, and the serving endpoints
+//     of standbys need them.
+func (f *Fence) Transport(client string) transport.WrapperFunc {
+	return func(next http.RoundTripper) http.RoundTripper {
+		return &fencedTransport{fence: f, client: client, next: next}
+	}
+}
+
+type fencedTransport struct {
+	fence  *Fence
+	client string
+	next   http.RoundTripper
+}
+
+func (t *fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !isMutating(req.Method) || isUnfenced(req.URL.Path) {
+		return t.next.RoundTrip(req)
+	}
+	until, err := t.fence.Check()
+	if err != nil {
+		fenceRefusals.WithLabelValues(t.client).Inc()
+		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, err)
+	}
+	// The fence's clock, not the wall clock, says how long is left; a context with a
+	// timeout then runs on the process's monotonic clock.
+	ctx, cancel := context.WithTimeout(req.Context(), until.Sub(t.fence.clock.Now()))
+	resp, err := t.next.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	// The body is read after RoundTrip returned: the context must live until then.
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// cancelOnClose cancels a request's context when its response body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}
+
+func isMutating(method string) bool {
+	switch method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+// unfencedGroups are the API groups whose writes the fence lets through (see Transport).
+var unfencedGroups = map[string]bool{
+	"authentication.k8s.io": true,
+	"authorization.k8s.io":  true,
+}
+
+// isUnfenced reports whether path is a request for events or for a review, which the
+// fence lets through (see Transport). It reads the path as the apiserver does:
+// /api/v1/[namespaces/<ns>/]<resource>... or /apis/<group>/<version>/[namespaces/<ns>/]<resource>...,
+// after any prefix of the server's URL.
+func isUnfenced(path string) bool {
+	segments := strings.Split(strings.Trim(path, "/"), "/")
+	for i, s := range segments {
+		var group string
+		var rest []string
+		switch {
+		case s == "api" && len(segments) > i+1:
+			rest = segments[i+2:]
+		case s == "apis" && len(segments) > i+2:
+			group, rest = segments[i+1], segments[i+3:]
+		default:
+			continue
+		}
+		if unfencedGroups[group] {
+			return true
+		}
+		if len(rest) >= 3 && rest[0] == "namespaces" {
+			rest = rest[2:]
+		}
+		return len(rest) > 0 && rest[0] == "events" && (group == "" || group == "events.k8s.io")
+	}
+	return false
+}
