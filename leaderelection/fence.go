@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -29,6 +30,8 @@ type Fence struct {
 	// validFor is how long after a successful write was sent the Lease is ours.
 	validFor time.Duration
 	clock    clock.PassiveClock
+	// refused counts the writes the fence refused, for the lost-lease log line.
+	refused atomic.Int64
 
 	mu sync.Mutex
 	// held is set by the first successful write naming us as holder.
@@ -106,6 +109,9 @@ func (f *Fence) Close(reason string) {
 		f.closedAt, f.closedBecause = now, reason
 	}
 }
+
+// Refused returns how many writes the fence refused so far.
+func (f *Fence) Refused() int64 { return f.refused.Load() }
 
 // extend records a successful write naming this replica as holder, sent at sent.
 func (f *Fence) extend(sent time.Time) {

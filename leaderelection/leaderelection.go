@@ -282,7 +282,11 @@ func Run(ctx context.Context, cfg Config, run func(ctx context.Context) error) e
 					cfg.Fence.Close(reason)
 				}
 				if wasLost {
-					logger.Error(nil, "leaderelection lost")
+					if cfg.Fence != nil {
+						logger.Error(nil, "leaderelection lost", "fenceRefusedWrites", cfg.Fence.Refused())
+					} else {
+						logger.Error(nil, "leaderelection lost")
+					}
 					exit(1)
 				}
 			},

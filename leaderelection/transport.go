@@ -67,6 +67,7 @@ func (t *fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	until, err := t.fence.Check()
 	if err != nil {
 		fenceRefusals.WithLabelValues(t.client).Inc()
+		t.fence.refused.Add(1)
 		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, err)
 	}
 	// The fence's clock, not the wall clock, says how long is left; a context with a

@@ -1,0 +1,310 @@
+package ha
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mini-kcm/mini-kcm/test/controlplane"
+	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
+)
+
+// TestFrozenLeaderWritesNothingAfterAStandbyTookOver: the leader is frozen (SIGSTOP,
+// as a long GC pause, a CPU-throttled container or a paused VM process would freeze
+// it) right before a ReplicaSet is scaled from 3 to 40 pods. A standby takes over
+// after the lease duration and creates the 37 pods. Then the old leader resumes
+// (SIGCONT) with a stale view: its informers still believe the ReplicaSet has 3 pods
+// and want 40. Its write fence must refuse every write it attempts, so the apiserver's
+// audit log shows no write of the old identity accepted after the new leader acquired
+// the Lease, no pod is ever duplicated (never more than 40 active), and the old
+// replica steps down: it exits 1 (lost lease) soon after resuming.
+//
+// With MINI_KCM_E2E_UPSTREAM=1 the same story runs against kube-controller-manager,
+// which has no fence: its writes after the takeover and its duplicates are logged as
+// the comparison, not failed.
+func TestFrozenLeaderWritesNothingAfterAStandbyTookOver(t *testing.T) {
+	const (
+		name          = "frozen"
+		before, after = 3, 40
+	)
+	timings := upstreamTimings
+	f := framework.New(t)
+	ctx := f.Context()
+	ns := f.Namespace
+	census := watchPods(t, f.Client, ns)
+
+	if _, err := f.Client.AppsV1().ReplicaSets(ns).Create(ctx, newReplicaSet(name, before, nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	candidates := startFreezeCandidates(t, f, timings)
+	leader := waitForFreezeLeader(t, f, candidates)
+	eventually(t, 2*time.Minute, func() error { return replicaSetComplete(ctx, f.Client, ns, name) })
+	oldHolder, err := f.Holder()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Freeze the leader, then give it work it will see only when it resumes.
+	census.limit("ReplicaSet", name, after)
+	frozenAt := time.Now()
+	leader.signal(t, syscall.SIGSTOP)
+	// A test that fails while the leader is stopped must not leave it stopped.
+	t.Cleanup(func() { _ = syscall.Kill(leader.pid, syscall.SIGCONT) })
+	if err := scale(ctx, f, "ReplicaSet", name, after); err != nil {
+		t.Fatal(err)
+	}
+
+	newHolder, took := f.WaitForNewHolder(oldHolder, 2*time.Minute)
+	eventually(t, 3*time.Minute, func() error { return replicaSetComplete(ctx, f.Client, ns, name) })
+	converged := time.Since(frozenAt)
+
+	resumedAt := time.Now()
+	leader.signal(t, syscall.SIGCONT)
+	code, err := leader.wait(2 * time.Minute)
+	if err != nil {
+		t.Fatalf("the resumed old leader %s did not exit: %v", leader.user, err)
+	}
+	exitedAfter := time.Since(resumedAt)
+	// Anything the old leader sent before it exited has reached the apiserver by now;
+	// the new leader repairs whatever it broke.
+	time.Sleep(2 * timings.retry)
+	eventually(t, 2*time.Minute, func() error { return replicaSetComplete(ctx, f.Client, ns, name) })
+
+	// The audit log: when did the new leader acquire, and what of the old leader's
+	// did the apiserver accept after that?
+	events := readAudit(t, f.ControlPlane)
+	acquired, byUser, ok := acquisitionAfter(events, frozenAt, leader.user, candidates)
+	if !ok {
+		t.Fatalf("the audit log shows no Lease acquisition by another candidate after the freeze")
+	}
+	var late []string
+	for i := range events {
+		e := &events[i]
+		if e.User.Username == leader.user && isControllerWrite(e) && e.Code() >= 200 && e.Code() < 300 &&
+			e.StageTimestamp.After(acquired) {
+			late = append(late, fmt.Sprintf("%s %s %s/%s (%d) at %s", e.Verb, e.Resource(), e.ObjectRef.Namespace,
+				e.ObjectRef.Name, e.Code(), e.StageTimestamp.Format(time.StampMicro)))
+		}
+	}
+	all := make([]string, len(candidates))
+	for i, c := range candidates {
+		all[i] = c.user
+	}
+	created := requestFilter{users: userSet(all...), namespace: ns, resource: "pods", verb: "create", codes: []int32{201}}.count(events)
+	deleted := requestFilter{users: userSet(all...), namespace: ns, resource: "pods", verb: "delete"}.count(events)
+	seen := census.podsSeen()
+	refused := fenceRefusedWrites(leader.logs())
+	t.Logf("HA-NUMBERS freeze implementation=%s timings=%q takeover=%.2fs (new holder %s, user %s) converged=%.2fs after the freeze; "+
+		"old leader exited %.2fs after SIGCONT with code %d, fence refused %s writes; accepted writes of the old leader after the takeover=%d; "+
+		"pods ever=%d for %d desired (duplicates %d), created=%d deleted=%d, peak active %s",
+		implementation(), timings, took.Seconds(), newHolder, byUser, converged.Seconds(), exitedAfter.Seconds(), code, refused,
+		len(late), seen, after, seen-after, created, deleted, census.peaks())
+	if len(late) > 0 {
+		t.Logf("writes of the old leader %s accepted after the new leader acquired at %s:\n  %s", leader.user,
+			acquired.Format(time.StampMicro), strings.Join(late, "\n  "))
+	}
+
+	if code != 1 {
+		t.Errorf("the resumed old leader exited with %d, want 1 (lost lease)", code)
+	}
+	if framework.AgainstUpstream() {
+		// Upstream has no fence: the numbers above are the comparison.
+		return
+	}
+	if !strings.Contains(leader.logs(), "leaderelection lost") {
+		t.Errorf("the old leader's log does not say %q", "leaderelection lost")
+	}
+	if len(late) > 0 {
+		t.Errorf("the apiserver accepted %d writes of the frozen leader after a standby took over, want none", len(late))
+	}
+	census.checkNoViolations()
+	if seen != after || deleted != 0 {
+		t.Errorf("%d pods ever existed and %d were deleted for %d desired; want exactly %d and none deleted", seen, deleted, after, after)
+	}
+}
+
+// freezeCandidate is one replica of the controller manager under test, mini-kcm's or
+// upstream's.
+type freezeCandidate struct {
+	// user is its name in the audit log.
+	user string
+	pid  int
+	// member is set for a mini-kcm replica, process for upstream's.
+	member  *member
+	process *controlplane.Process
+}
+
+func (c *freezeCandidate) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := syscall.Kill(c.pid, sig); err != nil {
+		t.Fatalf("sending %v to %s: %v", sig, c.user, err)
+	}
+}
+
+func (c *freezeCandidate) wait(timeout time.Duration) (int, error) {
+	if c.member != nil {
+		return c.member.Wait(timeout)
+	}
+	return c.process.Wait(timeout)
+}
+
+func (c *freezeCandidate) logs() string {
+	if c.member != nil {
+		return c.member.Logs()
+	}
+	data, err := os.ReadFile(c.process.LogPath())
+	if err != nil {
+		return fmt.Sprintf("(cannot read %s: %v)", c.process.LogPath(), err)
+	}
+	return string(data)
+}
+
+// implementation names the controller manager under test in the numbers' log line.
+func implementation() string {
+	if framework.AgainstUpstream() {
+		return "kube-controller-manager"
+	}
+	return "mini-kcm"
+}
+
+// startFreezeCandidates starts three replicas with the given election timings on the
+// test's Lease, running the ReplicaSet controller: mini-kcm's, or with
+// MINI_KCM_E2E_UPSTREAM=1 kube-controller-manager's.
+func startFreezeCandidates(t *testing.T, f *framework.Framework, timings electionTimings) []*freezeCandidate {
+	t.Helper()
+	var out []*freezeCandidate
+	for i := range 3 {
+		user := fmt.Sprintf("ha-freeze-%s-%d", f.Namespace[len(f.Namespace)-5:], i)
+		if !framework.AgainstUpstream() {
+			m := startMember(t, f, user, memberOptions{timings: timings, args: []string{"--controllers=replicaset"}})
+			out = append(out, &freezeCandidate{user: user, pid: m.Pid(), member: m})
+			continue
+		}
+		p := startUpstreamCandidate(t, f, user, timings)
+		out = append(out, &freezeCandidate{user: user, pid: p.Pid(), process: p})
+	}
+	return out
+}
+
+// startUpstreamCandidate runs kube-controller-manager with leader election on the
+// test's Lease and only its ReplicaSet controller, as user.
+func startUpstreamCandidate(t *testing.T, f *framework.Framework, user string, timings electionTimings) *controlplane.Process {
+	t.Helper()
+	kubeconfig, err := f.ControlPlane.AddUser(user, "system:masters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, err := controlplane.Binary(controlplane.KubeControllerManager)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(f.ControlPlane.Dir(), "logs", user+".log")
+	p, err := controlplane.StartProcess(controlplane.ProcessSpec{
+		Name: user,
+		Path: path,
+		Args: append([]string{
+			"--kubeconfig=" + kubeconfig,
+			"--controllers=replicaset",
+			"--leader-elect=true",
+			"--leader-elect-resource-namespace=" + f.LeaseNamespace,
+			"--leader-elect-resource-name=" + f.LeaseName,
+			"--secure-port=0",
+			"--v=2",
+		}, timings.args()...),
+		LogPath: logPath,
+	})
+	if err != nil {
+		t.Fatalf("starting kube-controller-manager %s: %v", user, err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(p.Pid(), syscall.SIGCONT)
+		p.Kill()
+		if t.Failed() {
+			t.Logf("---- last 40 lines of %s ----\n%s", logPath, controlplane.Tail(logPath, 40))
+		}
+	})
+	return p
+}
+
+// waitForFreezeLeader returns the candidate that leads: for mini-kcm the one whose
+// metrics say so, for upstream (which serves nothing here) the one whose log says it
+// acquired the Lease.
+func waitForFreezeLeader(t *testing.T, f *framework.Framework, candidates []*freezeCandidate) *freezeCandidate {
+	t.Helper()
+	if !framework.AgainstUpstream() {
+		var members []*member
+		for _, c := range candidates {
+			members = append(members, c.member)
+		}
+		leader := leaderOf(t, f, members, time.Minute)
+		for _, c := range candidates {
+			if c.member == leader {
+				return c
+			}
+		}
+	}
+	var leader *freezeCandidate
+	framework.Eventually(t, time.Minute, func() error {
+		var leaders []string
+		for _, c := range candidates {
+			if strings.Contains(c.logs(), "Successfully acquired lease") {
+				leader = c
+				leaders = append(leaders, c.user)
+			}
+		}
+		if len(leaders) != 1 {
+			return fmt.Errorf("candidates that acquired the lease: %v, want exactly one", leaders)
+		}
+		return nil
+	})
+	return leader
+}
+
+// acquisitionAfter returns when the apiserver received the first successful Lease
+// write by a candidate other than old after since, and who made it. Standbys write
+// the Lease only to acquire it, so that write is the new leader's acquisition.
+func acquisitionAfter(events []controlplane.AuditEvent, since time.Time, old string, candidates []*freezeCandidate) (time.Time, string, bool) {
+	others := map[string]bool{}
+	for _, c := range candidates {
+		if c.user != old {
+			others[c.user] = true
+		}
+	}
+	var first *controlplane.AuditEvent
+	for i := range events {
+		e := &events[i]
+		if e.Stage != "ResponseComplete" || e.ObjectRef == nil || e.Resource() != "leases" || !others[e.User.Username] ||
+			(e.Verb != "update" && e.Verb != "create") || e.Code() >= 300 || e.RequestReceivedTimestamp.Before(since) {
+			continue
+		}
+		// The log is in order of completion, not of arrival.
+		if first == nil || e.RequestReceivedTimestamp.Before(first.RequestReceivedTimestamp) {
+			first = e
+		}
+	}
+	if first == nil {
+		return time.Time{}, "", false
+	}
+	return first.RequestReceivedTimestamp, first.User.Username, true
+}
+
+// fenceRefusedWrites reads the count of refused writes that mini-kcm logs with
+// "leaderelection lost", or says that there is none (upstream has no fence).
+func fenceRefusedWrites(logs string) string {
+	m := regexp.MustCompile(`"leaderelection lost".*fenceRefusedWrites=(\d+)`).FindStringSubmatch(logs)
+	if m == nil {
+		return "no count of"
+	}
+	if _, err := strconv.Atoi(m[1]); err != nil {
+		return "no count of"
+	}
+	return m[1]
+}
