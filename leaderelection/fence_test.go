@@ -244,6 +244,17 @@ func refusedCount(t *testing.T, controller string) int {
 	return 0
 }
 
+// closeRecorder is a request body that records whether it was closed.
+type closeRecorder struct {
+	io.Reader
+	closed bool
+}
+
+func (b *closeRecorder) Close() error {
+	b.closed = true
+	return nil
+}
+
 // roundTripperFunc lets a function be a transport.
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
@@ -261,11 +272,15 @@ func TestTransportRefusesWritesOnlyWhileFenced(t *testing.T) {
 		return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("{}"))}, nil
 	}))
 	do := func(method, path string) error {
-		req, err := http.NewRequest(method, "https://apiserver:6443"+path, nil)
+		body := &closeRecorder{Reader: strings.NewReader("{}")}
+		req, err := http.NewRequest(method, "https://apiserver:6443"+path, body)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp, err := rt.RoundTrip(req)
+		if err != nil && !body.closed {
+			t.Errorf("%s %s failed without closing the request body", method, path)
+		}
 		if err == nil {
 			_, _ = io.ReadAll(resp.Body)
 			_ = resp.Body.Close()

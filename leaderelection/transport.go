@@ -68,6 +68,10 @@ func (t *fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		fenceRefusals.WithLabelValues(t.client).Inc()
 		t.fence.refused.Add(1)
+		// A RoundTripper closes the request body, even when it fails.
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
 		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, err)
 	}
 	// The fence's clock, not the wall clock, says how long is left; a context with a
