@@ -316,8 +316,8 @@ func TestTransportRefusesWritesOnlyWhileFenced(t *testing.T) {
 	for _, p := range refused {
 		err := do(p.method, p.path)
 		var fenced *FencedError
-		if !errors.As(err, &fenced) || !strings.Contains(err.Error(), p.method+" "+p.path) {
-			t.Errorf("%s %s while fenced: %v, want a FencedError naming the request", p.method, p.path, err)
+		if !errors.As(err, &fenced) || !strings.Contains(err.Error(), testLease) {
+			t.Errorf("%s %s while fenced: %v, want a FencedError naming the lease", p.method, p.path, err)
 		}
 	}
 	if len(sent) != len(passes) {

@@ -2,7 +2,6 @@ package leaderelection
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -72,7 +71,8 @@ func (t *fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if req.Body != nil {
 			_ = req.Body.Close()
 		}
-		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, err)
+		// http.Client wraps this in a *url.Error that names the method and URL.
+		return nil, err
 	}
 	// The fence's clock, not the wall clock, says how long is left; a context with a
 	// timeout then runs on the process's monotonic clock.
