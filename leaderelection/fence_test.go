@@ -299,6 +299,7 @@ func TestTransportRefusesWritesOnlyWhileFenced(t *testing.T) {
 		{http.MethodPost, "/apis/events.k8s.io/v1/namespaces/ns/events"},
 		{http.MethodPost, "/apis/authorization.k8s.io/v1/subjectaccessreviews"},
 		{http.MethodPost, "/apis/authentication.k8s.io/v1/tokenreviews"},
+		{http.MethodPost, "/api/v1/namespaces/kube-system/serviceaccounts/replicaset-controller/token"},
 	}
 	for _, p := range passes {
 		if err := do(p.method, p.path); err != nil {
@@ -312,6 +313,8 @@ func TestTransportRefusesWritesOnlyWhileFenced(t *testing.T) {
 		{http.MethodDelete, "/api/v1/namespaces/ns/pods/p"},
 		{http.MethodPut, "/api/v1/namespaces/events"}, // the namespace named events
 		{http.MethodPost, "/api/v1/namespaces/ns/pods/p/eviction"},
+		{http.MethodPost, "/api/v1/namespaces/ns/serviceaccounts"},
+		{http.MethodDelete, "/api/v1/namespaces/ns/serviceaccounts/token"},
 	}
 	for _, p := range refused {
 		err := do(p.method, p.path)

@@ -44,9 +44,11 @@ func registerMetrics() {
 //     controller reads them to decide anything; fencing them would drop exactly the
 //     events that explain a step-down (a FailedCreate naming the fence) and the
 //     "stopped leading" event, which is recorded after the Lease was lost.
-//   - Reviews (authentication.k8s.io and authorization.k8s.io): a TokenReview or
-//     SubjectAccessReview is a create that stores nothing, and the serving endpoints
-//     of standbys need them.
+//   - Reviews (authentication.k8s.io and authorization.k8s.io) and token requests
+//     (serviceaccounts/<name>/token): a TokenReview, SubjectAccessReview or
+//     TokenRequest is a create that stores nothing. The serving endpoints of standbys
+//     need reviews, and a controller's client under --use-service-account-credentials
+//     needs its tokens before it can write at all (its writes are fenced anyway).
 func (f *Fence) Transport(client string) transport.WrapperFunc {
 	return func(next http.RoundTripper) http.RoundTripper {
 		return &fencedTransport{fence: f, client: client, next: next}
@@ -113,8 +115,8 @@ var unfencedGroups = map[string]bool{
 	"authorization.k8s.io":  true,
 }
 
-// isUnfenced reports whether path is a request for events or for a review, which the
-// fence lets through (see Transport). It reads the path as the apiserver does:
+// isUnfenced reports whether path is a request for events, a review or a token, which
+// the fence lets through (see Transport). It reads the path as the apiserver does:
 // /api/v1/[namespaces/<ns>/]<resource>... or /apis/<group>/<version>/[namespaces/<ns>/]<resource>...,
 // after any prefix of the server's URL.
 func isUnfenced(path string) bool {
@@ -135,6 +137,9 @@ func isUnfenced(path string) bool {
 		}
 		if len(rest) >= 3 && rest[0] == "namespaces" {
 			rest = rest[2:]
+		}
+		if group == "" && len(rest) == 3 && rest[0] == "serviceaccounts" && rest[2] == "token" {
+			return true
 		}
 		return len(rest) > 0 && rest[0] == "events" && (group == "" || group == "events.k8s.io")
 	}
