@@ -27,8 +27,8 @@ type AuditEvent struct {
 	// Annotations holds, on a TokenRequest, the credential ID of the token it issued
 	// (IssuedCredentialIDAnnotation).
 	Annotations map[string]string `json:"annotations"`
-	UserAgent string `json:"userAgent"`
-	ObjectRef *struct {
+	UserAgent   string            `json:"userAgent"`
+	ObjectRef   *struct {
 		Resource    string `json:"resource"`
 		Namespace   string `json:"namespace"`
 		Name        string `json:"name"`
