@@ -20,9 +20,15 @@ type AuditEvent struct {
 	User       struct {
 		Username string   `json:"username"`
 		Groups   []string `json:"groups"`
+		// Extra holds, for a token of the TokenRequest API, its credential ID
+		// (CredentialIDKey), which tells apart requests made as one user.
+		Extra map[string][]string `json:"extra"`
 	} `json:"user"`
-	UserAgent string `json:"userAgent"`
-	ObjectRef *struct {
+	// Annotations holds, on a TokenRequest, the credential ID of the token it issued
+	// (IssuedCredentialIDAnnotation).
+	Annotations map[string]string `json:"annotations"`
+	UserAgent   string            `json:"userAgent"`
+	ObjectRef   *struct {
 		Resource    string `json:"resource"`
 		Namespace   string `json:"namespace"`
 		Name        string `json:"name"`
@@ -35,6 +41,20 @@ type AuditEvent struct {
 	} `json:"responseStatus"`
 	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
 	StageTimestamp           time.Time `json:"stageTimestamp"`
+}
+
+// The audit log's keys for the credential IDs of ServiceAccount tokens, "JTI=<jti>".
+const (
+	CredentialIDKey              = "authentication.kubernetes.io/credential-id"
+	IssuedCredentialIDAnnotation = "authentication.kubernetes.io/issued-credential-id"
+)
+
+// CredentialID returns the credential ID of the token the request was made with, or "".
+func (e *AuditEvent) CredentialID() string {
+	if ids := e.User.Extra[CredentialIDKey]; len(ids) > 0 {
+		return ids[0]
+	}
+	return ""
 }
 
 // Resource returns the resource of the request, with "/subresource" when there is

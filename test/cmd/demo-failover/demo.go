@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +29,8 @@ type config struct {
 	deployDir string
 	// dir, when set, keeps the control plane's state and the logs there.
 	dir string
+	// timeline, when set, is the path of the SVG timeline of the demo.
+	timeline string
 }
 
 // The names deploy/ gives mini-kcm's workload and identity.
@@ -49,14 +52,15 @@ const (
 
 // takeover is what one failover measured.
 type takeover struct {
-	// signal stopped the leader: SIGTERM or SIGKILL.
+	// signal stopped the leader: SIGTERM, SIGKILL or SIGSTOP (a freeze, resumed with
+	// SIGCONT once another replica took over).
 	signal syscall.Signal
 	// from and to name the old and the new leader.
 	from, to string
 	// took is the time from the signal until the Lease showed the new holder.
 	took time.Duration
-	// exited is the time from the signal until the old leader's process ended, and
-	// exitCode its exit code (-1 when the signal killed it).
+	// exited is the time from the signal (from SIGCONT after a freeze) until the old
+	// leader's process ended, and exitCode its exit code (-1 when the signal killed it).
 	exited   time.Duration
 	exitCode int
 	// released reports whether the old leader logged that it released the Lease.
@@ -75,6 +79,10 @@ type result struct {
 	dataRaces []string
 	// leaderBefore and leaderAfter are the output of `mini-kcm leader`.
 	leaderBefore, leaderAfter string
+	// writes counts the writes of the replicas the apiserver accepted, and staleWrites
+	// lists those it accepted from a replica that did not hold the Lease.
+	writes      int
+	staleWrites []write
 }
 
 // demo is the state of one run.
@@ -103,6 +111,8 @@ type demo struct {
 	// names maps every identity a replica ever had to the replica's name, so that the
 	// Lease's history stays readable after a replica restarted with a new identity.
 	names map[string]string
+	// marks are the signals sent, for the timeline.
+	marks []mark
 }
 
 // run tells the story on out and returns what it measured. Everything it starts is
@@ -168,11 +178,18 @@ func run(ctx context.Context, out io.Writer, cfg config) (res result, err error)
 	res.takeovers = append(res.takeovers, graceful)
 
 	d.p.step("Failover 2: SIGKILL to the leader %s, as when its node dies or it is OOM-killed", leader)
-	crash, _, err := d.failover(ctx, leader, syscall.SIGKILL, 5)
+	crash, leader, err := d.failover(ctx, leader, syscall.SIGKILL, 5)
 	if err != nil {
 		return res, err
 	}
 	res.takeovers = append(res.takeovers, crash)
+
+	d.p.step("Failover 3: SIGSTOP to the leader %s in the middle of a scale-up, as a long GC pause, a VM migration or CPU throttling freezes it; SIGCONT once another replica took over", leader)
+	frozen, _, err := d.freeze(ctx, leader, 12, 6)
+	if err != nil {
+		return res, err
+	}
+	res.takeovers = append(res.takeovers, frozen)
 
 	if res.leaderAfter, err = d.showLeader(ctx, "after the failovers"); err != nil {
 		return res, err
@@ -189,8 +206,60 @@ func run(ctx context.Context, out io.Writer, cfg config) (res result, err error)
 		seconds(graceful.took), d.describe(graceful.from))
 	d.p.info("takeover after SIGKILL: %-7s nothing was released; a standby acquires the Lease once a lease duration passed since it last saw it renewed",
 		seconds(crash.took))
-	d.p.info("after each takeover the new leader scaled the sample app (to %d, then %d) within %s and %s", graceful.scaledTo, crash.scaledTo, seconds(graceful.reconciled), seconds(crash.reconciled))
+	d.p.info("takeover after SIGSTOP: %-7s a frozen leader cannot renew; a standby acquires the Lease once a lease duration passed. Resumed, the old leader exited %s later with code %d",
+		seconds(frozen.took), seconds(frozen.exited), frozen.exitCode)
+	d.p.info("after each takeover the new leader scaled the sample app (to %d, %d, then %d) within %s, %s and %s", graceful.scaledTo, crash.scaledTo,
+		frozen.scaledTo, seconds(graceful.reconciled), seconds(crash.reconciled), seconds(frozen.reconciled))
+
+	tl, err := d.timeline()
+	if err != nil {
+		return res, err
+	}
+	res.writes, res.staleWrites = len(tl.writes), tl.staleWrites()
+	d.p.info("the audit log holds %d writes of the replicas' controllers; %d of them were accepted from a replica that did not hold the Lease",
+		res.writes, len(res.staleWrites))
+	for _, w := range res.staleWrites {
+		d.p.info("  %s %s: %s -> %d", clock(w.at), w.replica, w.what, w.code)
+	}
+	if d.cfg.timeline != "" {
+		f, err := os.Create(d.cfg.timeline)
+		if err != nil {
+			return res, fmt.Errorf("writing the timeline: %w", err)
+		}
+		err = tl.writeSVG(f, fmt.Sprintf("mini-kcm failover: who held the Lease, who wrote (%s)", d.timings))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return res, fmt.Errorf("writing the timeline: %w", err)
+		}
+		d.p.info("timeline: %s", d.cfg.timeline)
+	}
 	return res, nil
+}
+
+// timeline reads the Lease's history and the audit log into a timeline.
+func (d *demo) timeline() (*timeline, error) {
+	events, err := d.cp.ReadAuditLog()
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	names := map[string]string{}
+	for identity, name := range d.names {
+		names[identity] = name
+	}
+	d.mu.Unlock()
+	credentials := map[string]string{}
+	var replicas []string
+	for _, r := range d.replicas {
+		credentials[r.credential] = r.name
+		replicas = append(replicas, r.name)
+	}
+	d.lease.mu.Lock()
+	changes := slices.Clone(d.lease.changes)
+	d.lease.mu.Unlock()
+	return buildTimeline(changes, events, credentials, names, replicas, d.marks, time.Now()), nil
 }
 
 // readManifests reads deploy/ and deploy/sample/ and the flags the replicas run with.
@@ -264,6 +333,10 @@ func (d *demo) newReplica(ctx context.Context, name string) (*replica, error) {
 		saNamespace, saName, kubeconfig, time.Hour); err != nil {
 		return nil, err
 	}
+	credential, err := install.KubeconfigCredentialID(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
 	port, err := controlplane.FreePort()
 	if err != nil {
 		return nil, err
@@ -273,7 +346,7 @@ func (d *demo) newReplica(ctx context.Context, name string) (*replica, error) {
 		"--bind-address=127.0.0.1",
 		"--port=" + strconv.Itoa(port),
 	}, d.podArgs...)
-	return &replica{name: name, port: port, args: args, binary: d.cfg.binary, logPath: d.cp.LogPath(name)}, nil
+	return &replica{name: name, port: port, args: args, binary: d.cfg.binary, logPath: d.cp.LogPath(name), credential: credential}, nil
 }
 
 // startReplica starts a replica and records its identity for the Lease watcher.
@@ -386,6 +459,7 @@ func (d *demo) failover(ctx context.Context, leader *replica, sig syscall.Signal
 		return t, nil, err
 	}
 	d.p.event(begin, "%s sent to %s", signalName(sig), leader)
+	d.marks = append(d.marks, mark{at: begin, replica: leader.name, signal: signalName(sig)})
 
 	code, err := leader.process.Wait(exitTimeout)
 	if err != nil {
@@ -420,6 +494,72 @@ func (d *demo) failover(ctx context.Context, leader *replica, sig syscall.Signal
 		return t, nil, err
 	}
 	d.p.info("%s started again as a standby, identity %s (the StatefulSet controller recreates a deleted or failed pod)", leader, leader.identity)
+	return t, next, nil
+}
+
+// freeze stops the leader with SIGSTOP right after the sample app was scaled to
+// scaleTo, so that it freezes in the middle of the work; waits for another replica to
+// take over and roll the app out; scales it to settle and waits for that too; then
+// resumes the frozen leader with SIGCONT. Nothing it does after it resumes may land:
+// it no longer holds the Lease. It must notice and exit with code 1, and is started
+// again as the StatefulSet controller would.
+func (d *demo) freeze(ctx context.Context, leader *replica, scaleTo, settle int32) (takeover, *replica, error) {
+	t := takeover{signal: syscall.SIGSTOP, from: leader.identity}
+	if err := d.app.Scale(ctx, d.cp.Client(), scaleTo); err != nil {
+		return t, nil, err
+	}
+	// Long enough for the leader to see the change and start creating pods.
+	time.Sleep(200 * time.Millisecond)
+	begin := time.Now()
+	if err := leader.process.Signal(syscall.SIGSTOP); err != nil {
+		return t, nil, err
+	}
+	d.p.event(begin, "SIGSTOP sent to %s, in the middle of the scale-up to %d", leader, scaleTo)
+	d.marks = append(d.marks, mark{at: begin, replica: leader.name, signal: "SIGSTOP"})
+	resume := func() { _ = leader.process.Signal(syscall.SIGCONT) }
+	next, change, err := d.waitForLeader(ctx, leader.identity, begin)
+	if err != nil {
+		resume()
+		return t, nil, err
+	}
+	t.to, t.took = next.identity, change.at.Sub(begin)
+	d.p.info("%s took over %s after the SIGSTOP", next.name, seconds(t.took))
+
+	d.p.info("the new leader reconciles: the scale-up to %d, then a scale-down to %d", scaleTo, settle)
+	scaled := time.Now()
+	for _, n := range []int32{scaleTo, settle} {
+		if n != scaleTo {
+			if err := d.app.Scale(ctx, d.cp.Client(), n); err != nil {
+				resume()
+				return t, nil, err
+			}
+		}
+		state, err := d.app.WaitRolledOut(ctx, d.cp.Client(), n, rolloutTimeout)
+		if err != nil {
+			resume()
+			return t, nil, err
+		}
+		d.p.info("rolled out: %s", state)
+	}
+	t.scaledTo, t.reconciled = settle, time.Since(scaled)
+
+	resumed := time.Now()
+	if err := leader.process.Signal(syscall.SIGCONT); err != nil {
+		return t, nil, err
+	}
+	d.p.event(resumed, "SIGCONT sent to %s: it resumes with the view it had when it froze", leader)
+	d.marks = append(d.marks, mark{at: resumed, replica: leader.name, signal: "SIGCONT"})
+	code, err := leader.process.Wait(exitTimeout)
+	if err != nil {
+		return t, nil, err
+	}
+	t.exited, t.exitCode = time.Since(resumed), code
+	d.p.info("%s exited with code %d %s after it resumed", leader.name, code, seconds(t.exited))
+
+	if err := d.startReplica(ctx, leader); err != nil {
+		return t, nil, err
+	}
+	d.p.info("%s started again as a standby, identity %s", leader, leader.identity)
 	return t, next, nil
 }
 

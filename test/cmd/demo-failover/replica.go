@@ -25,6 +25,9 @@ type replica struct {
 	args    []string
 	binary  string
 	logPath string
+	// credential is the credential ID of the replica's own token, which the audit log
+	// records with each of its requests.
+	credential string
 
 	// process is the current run of the replica.
 	process *controlplane.Process

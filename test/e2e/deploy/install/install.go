@@ -13,11 +13,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -304,4 +307,36 @@ func ServiceAccountKubeconfig(ctx context.Context, client kubernetes.Interface, 
 // ServiceAccountUser is the user name a ServiceAccount's tokens authenticate as.
 func ServiceAccountUser(namespace, name string) string {
 	return "system:serviceaccount:" + namespace + ":" + name
+}
+
+// KubeconfigCredentialID returns the credential ID ("JTI=<jti>") of the ServiceAccount
+// token in a kubeconfig that ServiceAccountKubeconfig wrote: the audit log records it in
+// user.extra of every request made with the token, which tells apart the replicas that
+// share one ServiceAccount.
+func KubeconfigCredentialID(path string) (string, error) {
+	config, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		return "", err
+	}
+	current, ok := config.Contexts[config.CurrentContext]
+	if !ok || config.AuthInfos[current.AuthInfo] == nil {
+		return "", fmt.Errorf("kubeconfig %s has no user for its current context", path)
+	}
+	// A JWT is header.payload.signature, each base64url without padding; the payload's
+	// jti claim is the token's ID. The signature is the apiserver's business.
+	parts := strings.Split(config.AuthInfos[current.AuthInfo].Token, ".")
+	if len(parts) != 3 {
+		return "", fmt.Errorf("the token in kubeconfig %s is not a JWT", path)
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return "", fmt.Errorf("decoding the token in kubeconfig %s: %w", path, err)
+	}
+	var claims struct {
+		JTI string `json:"jti"`
+	}
+	if err := json.Unmarshal(payload, &claims); err != nil || claims.JTI == "" {
+		return "", fmt.Errorf("the token in kubeconfig %s has no jti claim (%v)", path, err)
+	}
+	return "JTI=" + claims.JTI, nil
 }
