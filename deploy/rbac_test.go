@@ -107,7 +107,8 @@ func (r rbac) clusterRole(t *testing.T, ref rbacv1.RoleRef) *rbacv1.ClusterRole 
 }
 
 // controllerCalls lists, per controller, every API call it makes (upstream v1.37.2
-// pkg/controller/{replicaset,deployment,endpoint} plus its informers). Each must be
+// pkg/controller/{replicaset,deployment,endpoint,endpointslice} and k8s.io/endpointslice,
+// plus its informers). Each must be
 // allowed by the controller's own ClusterRole. A controller that starts making a new call
 // adds it here, and the test shows which rule is missing.
 var controllerCalls = map[string][]request{
@@ -153,6 +154,22 @@ var controllerCalls = map[string][]request{
 		{verb: "create", resource: "endpoints", namespace: "app"},
 		{verb: "update", resource: "endpoints", namespace: "app", name: "web"},
 		{verb: "delete", resource: "endpoints", namespace: "app", name: "web"},
+		{verb: "create", resource: "events", namespace: "app"},
+		{verb: "patch", resource: "events", namespace: "app", name: "web.17d2"},
+	},
+	"endpointslice-controller": {
+		{verb: "list", resource: "services"},
+		{verb: "watch", resource: "services"},
+		{verb: "list", resource: "pods"},
+		{verb: "watch", resource: "pods"},
+		{verb: "list", resource: "nodes"},
+		{verb: "watch", resource: "nodes"},
+		{verb: "update", resource: "services", subresource: "finalizers", namespace: "app", name: "web"},
+		{verb: "list", group: "discovery.k8s.io", resource: "endpointslices"},
+		{verb: "watch", group: "discovery.k8s.io", resource: "endpointslices"},
+		{verb: "create", group: "discovery.k8s.io", resource: "endpointslices", namespace: "app"},
+		{verb: "update", group: "discovery.k8s.io", resource: "endpointslices", namespace: "app", name: "web-abcde"},
+		{verb: "delete", group: "discovery.k8s.io", resource: "endpointslices", namespace: "app", name: "web-abcde"},
 		{verb: "create", resource: "events", namespace: "app"},
 		{verb: "patch", resource: "events", namespace: "app", name: "web.17d2"},
 	},
@@ -237,7 +254,10 @@ func TestMiniKCMMayNotDoWhatItsControllersNeverDo(t *testing.T) {
 		{verb: "get", resource: "configmaps", namespace: "kube-system", name: "kubeadm-config"},
 		{verb: "update", group: "apps", resource: "statefulsets", namespace: "kube-system", name: "mini-kcm"},
 		{verb: "delete", resource: "events", namespace: "app", name: "web.17d2"},
-		{verb: "list", group: "discovery.k8s.io", resource: "endpointslices"},
+		// The EndpointSlice controller writes slices one by one, and never touches nodes.
+		{verb: "deletecollection", group: "discovery.k8s.io", resource: "endpointslices", namespace: "app"},
+		{verb: "patch", group: "discovery.k8s.io", resource: "endpointslices", namespace: "app", name: "web-abcde"},
+		{verb: "patch", resource: "nodes", name: "node-1"},
 		// Other components' locks: readable or writable, a bug could take them over.
 		{verb: "get", group: "coordination.k8s.io", resource: "leases", namespace: "kube-system", name: "kube-controller-manager"},
 		{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: "kube-system", name: "kube-controller-manager"},

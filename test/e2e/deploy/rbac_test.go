@@ -46,7 +46,7 @@ func (c call) String() string {
 // workloadNamespace stands for any user namespace: the controllers act in all of them.
 const workloadNamespace = "shop"
 
-// controllerCalls are the calls the three controllers make (their informers' list and
+// controllerCalls are the calls the four controllers make (their informers' list and
 // watch, their writes) and leader election's, in the namespace of the Lease.
 func controllerCalls(leaseNamespace, leaseName string) []call {
 	ns := workloadNamespace
@@ -62,6 +62,10 @@ func controllerCalls(leaseNamespace, leaseName string) []call {
 		{verb: "watch", resource: "services"},
 		{verb: "list", resource: "endpoints"},
 		{verb: "watch", resource: "endpoints"},
+		{verb: "list", resource: "nodes"},
+		{verb: "watch", resource: "nodes"},
+		{verb: "list", group: "discovery.k8s.io", resource: "endpointslices"},
+		{verb: "watch", group: "discovery.k8s.io", resource: "endpointslices"},
 		// replicaset-controller.
 		{verb: "get", group: "apps", resource: "replicasets", namespace: ns, name: "web-1"},
 		{verb: "update", group: "apps", resource: "replicasets", subresource: "status", namespace: ns, name: "web-1"},
@@ -82,6 +86,11 @@ func controllerCalls(leaseNamespace, leaseName string) []call {
 		{verb: "create", resource: "endpoints", namespace: ns},
 		{verb: "update", resource: "endpoints", namespace: ns, name: "web"},
 		{verb: "delete", resource: "endpoints", namespace: ns, name: "web"},
+		// endpointslice-controller.
+		{verb: "update", resource: "services", subresource: "finalizers", namespace: ns, name: "web"},
+		{verb: "create", group: "discovery.k8s.io", resource: "endpointslices", namespace: ns},
+		{verb: "update", group: "discovery.k8s.io", resource: "endpointslices", namespace: ns, name: "web-abcde"},
+		{verb: "delete", group: "discovery.k8s.io", resource: "endpointslices", namespace: ns, name: "web-abcde"},
 		// Events of every controller (client-go's recorder creates, then patches the
 		// count of a repeated event).
 		{verb: "create", resource: "events", namespace: ns},
@@ -114,11 +123,11 @@ func callsNoControllerMakes(leaseNamespace, leaseName string) []call {
 		{verb: "create", resource: "pods", subresource: "eviction", namespace: ns, name: "web-1-abcde"},
 		{verb: "update", resource: "services", namespace: ns, name: "web"},
 		{verb: "patch", resource: "nodes", name: "kwok-node-0"},
-		{verb: "list", resource: "nodes"},
 		{verb: "create", resource: "serviceaccounts", subresource: "token", namespace: "kube-system", name: saName},
 		{verb: "update", group: "apps", resource: "statefulsets", namespace: "kube-system", name: statefulSetName},
 		{verb: "delete", resource: "events", namespace: ns, name: "web.17d2"},
-		{verb: "list", group: "discovery.k8s.io", resource: "endpointslices"},
+		{verb: "deletecollection", group: "discovery.k8s.io", resource: "endpointslices", namespace: ns},
+		{verb: "patch", group: "discovery.k8s.io", resource: "endpointslices", namespace: ns, name: "web-abcde"},
 		// Other components' Leases: neither readable nor writable, so a bug cannot take
 		// over kube-controller-manager's or kube-scheduler's leadership.
 		{verb: "get", group: "coordination.k8s.io", resource: "leases", namespace: leaseNamespace, name: "kube-controller-manager"},
@@ -139,8 +148,8 @@ func callsNoControllerMakes(leaseNamespace, leaseName string) []call {
 
 // TestTheServiceAccountMayMakeEveryCallOfTheControllersAndNoOther: the token a
 // mini-kcm pod gets is, as the apiserver's RBAC authorizer decides, allowed every call
-// of the three controllers and of leader election, and denied the calls they never
-// make (secrets, configmaps, nodes, deleting Deployments, other components' Leases,
+// of the four controllers and of leader election, and denied the calls they never
+// make (secrets, configmaps, writing nodes, deleting Deployments, other components' Leases,
 // privilege escalation).
 func TestTheServiceAccountMayMakeEveryCallOfTheControllersAndNoOther(t *testing.T) {
 	f := framework.New(t)
