@@ -59,11 +59,19 @@ func (e *env) createVariedWorkload() workload {
 	for service, lines := range w {
 		e.waitForEndpoints(service, lines...)
 	}
-	// trafficDistribution: PreferClose gives every endpoint a hint for its own zone.
+	// trafficDistribution: PreferClose gives every ready endpoint a hint for its own
+	// zone; a not-ready one gets none.
 	for _, s := range e.slicesOf("api-near") {
 		for _, ep := range s.Endpoints {
-			if ep.Hints == nil || len(ep.Hints.ForZones) != 1 || ep.Hints.ForZones[0].Name != ptr.Deref(ep.Zone, "") {
-				e.t.Errorf("endpoint %s of api-near: hints %s, want one for its zone %v", ep.TargetRef.Name, toJSON(ep.Hints), ep.Zone)
+			zone := ptr.Deref(ep.Zone, "")
+			if !ptr.Deref(ep.Conditions.Ready, false) {
+				if ep.Hints != nil {
+					e.t.Errorf("not-ready endpoint %s of api-near: hints %s, want none", ep.TargetRef.Name, toJSON(ep.Hints))
+				}
+				continue
+			}
+			if ep.Hints == nil || len(ep.Hints.ForZones) != 1 || ep.Hints.ForZones[0].Name != zone || zone == "" {
+				e.t.Errorf("endpoint %s of api-near: hints %s, want one for its zone %q", ep.TargetRef.Name, toJSON(ep.Hints), zone)
 			}
 		}
 	}
