@@ -96,13 +96,13 @@ func (f *fixture) writes() []string {
 		if a.GetResource().Resource != "endpointslices" {
 			continue
 		}
-		switch a := a.(type) {
-		case core.CreateAction:
-			writes = append(writes, a.GetVerb()+" "+a.GetObject().(*discovery.EndpointSlice).GenerateName)
-		case core.UpdateAction:
-			writes = append(writes, a.GetVerb()+" "+a.GetObject().(*discovery.EndpointSlice).Name)
-		case core.DeleteAction:
-			writes = append(writes, a.GetVerb()+" "+a.GetName())
+		switch a.GetVerb() {
+		case "create":
+			writes = append(writes, "create "+a.(core.CreateAction).GetObject().(*discovery.EndpointSlice).GenerateName)
+		case "update":
+			writes = append(writes, "update "+a.(core.UpdateAction).GetObject().(*discovery.EndpointSlice).Name)
+		case "delete":
+			writes = append(writes, "delete "+a.(core.DeleteAction).GetName())
 		}
 	}
 	return writes

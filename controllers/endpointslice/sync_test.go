@@ -234,7 +234,9 @@ func TestTrimmedPodsYieldTheSameSlicesAsWholePods(t *testing.T) {
 		}
 		// The order of families and of pods comes from maps; the content is what counts.
 		created := f.createdSlices()
-		slices.SortFunc(created, func(a, b *discovery.EndpointSlice) int { return strings.Compare(string(a.AddressType), string(b.AddressType)) })
+		slices.SortFunc(created, func(a, b *discovery.EndpointSlice) int {
+			return strings.Compare(string(a.AddressType), string(b.AddressType))
+		})
 		for _, s := range created {
 			s.Name = "" // named by the fixture in creation order
 			slices.SortFunc(s.Endpoints, func(a, b discovery.Endpoint) int { return strings.Compare(a.TargetRef.Name, b.TargetRef.Name) })
