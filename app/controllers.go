@@ -4,6 +4,7 @@ import (
 	"github.com/mini-kcm/mini-kcm/controllers"
 	"github.com/mini-kcm/mini-kcm/controllers/deployment"
 	"github.com/mini-kcm/mini-kcm/controllers/endpoints"
+	"github.com/mini-kcm/mini-kcm/controllers/endpointslice"
 	"github.com/mini-kcm/mini-kcm/controllers/replicaset"
 )
 
@@ -14,6 +15,7 @@ func descriptors() []controllers.Descriptor {
 	return []controllers.Descriptor{
 		deployment.Descriptor(),
 		endpoints.Descriptor(),
+		endpointslice.Descriptor(),
 		replicaset.Descriptor(),
 	}
 }

@@ -13,7 +13,7 @@ import (
 
 // disabledInKubeControllerManager is what kube-controller-manager must not run while
 // mini-kcm runs, or two controllers would fight over the same objects.
-const disabledInKubeControllerManager = "*,-replicaset-controller,-deployment-controller,-endpoints-controller"
+const disabledInKubeControllerManager = "*,-replicaset-controller,-deployment-controller,-endpoints-controller,-endpointslice-controller"
 
 // kindConfig is the part of kind's v1alpha4 Cluster the demo uses; strict decoding makes
 // any other field a deliberate addition.

@@ -13,6 +13,7 @@ import (
 	"github.com/mini-kcm/mini-kcm/controllers"
 	"github.com/mini-kcm/mini-kcm/controllers/deployment"
 	"github.com/mini-kcm/mini-kcm/controllers/endpoints"
+	"github.com/mini-kcm/mini-kcm/controllers/endpointslice"
 	"github.com/mini-kcm/mini-kcm/controllers/replicaset"
 )
 
@@ -113,7 +114,8 @@ func (r rbac) clusterRole(t *testing.T, ref rbacv1.RoleRef) *rbacv1.ClusterRole 
 }
 
 // controllerCalls lists, per controller, every API call its own client makes (upstream
-// v1.37.2 pkg/controller/{replicaset,deployment,endpoint}): its writes and live reads.
+// v1.37.2 pkg/controller/{replicaset,deployment,endpoint,endpointslice} and
+// k8s.io/endpointslice): its writes and live reads.
 // With --use-service-account-credentials they are made as the controller's ServiceAccount,
 // so each must be allowed by the controller's own ClusterRole. A controller that starts
 // making a new call adds it here, and the test shows which rule is missing.
@@ -141,14 +143,21 @@ var controllerCalls = map[string][]request{
 		{verb: "update", resource: "endpoints", namespace: "app", name: "web"},
 		{verb: "delete", resource: "endpoints", namespace: "app", name: "web"},
 	},
+	"endpointslice-controller": {
+		{verb: "update", resource: "services", subresource: "finalizers", namespace: "app", name: "web"},
+		{verb: "create", group: "discovery.k8s.io", resource: "endpointslices", namespace: "app"},
+		{verb: "update", group: "discovery.k8s.io", resource: "endpointslices", namespace: "app", name: "web-abcde"},
+		{verb: "delete", group: "discovery.k8s.io", resource: "endpointslices", namespace: "app", name: "web-abcde"},
+	},
 }
 
 // controllerServiceAccounts names each controller's ServiceAccount in kube-system, as
 // upstream does; TestServiceAccountsAreTheDescriptors checks it against the code.
 var controllerServiceAccounts = map[string]string{
-	"replicaset-controller": "replicaset-controller",
-	"deployment-controller": "deployment-controller",
-	"endpoints-controller":  "endpoint-controller",
+	"replicaset-controller":    "replicaset-controller",
+	"deployment-controller":    "deployment-controller",
+	"endpoints-controller":     "endpoint-controller",
+	"endpointslice-controller": "endpointslice-controller",
 }
 
 // processCalls are the calls made with the process's own identity for the controllers:
@@ -165,6 +174,10 @@ var processCalls = []request{
 	{verb: "watch", resource: "services"},
 	{verb: "list", resource: "endpoints"},
 	{verb: "watch", resource: "endpoints"},
+	{verb: "list", resource: "nodes"},
+	{verb: "watch", resource: "nodes"},
+	{verb: "list", group: "discovery.k8s.io", resource: "endpointslices"},
+	{verb: "watch", group: "discovery.k8s.io", resource: "endpointslices"},
 	{verb: "create", resource: "events", namespace: "app"},
 	{verb: "patch", resource: "events", namespace: "app", name: "web-1.17d2"},
 }
@@ -250,6 +263,7 @@ func TestMiniKCMMayNotDoWhatItsControllersNeverDo(t *testing.T) {
 		{verb: "delete", resource: "pods", namespace: "app", name: "web-1-abcde"},
 		{verb: "create", group: "apps", resource: "replicasets", namespace: "app"},
 		{verb: "update", resource: "endpoints", namespace: "app", name: "web"},
+		{verb: "create", group: "discovery.k8s.io", resource: "endpointslices", namespace: "app"},
 		// Tokens for any account but the controllers'.
 		{verb: "create", resource: "serviceaccounts", subresource: "token", namespace: "kube-system", name: "generic-garbage-collector"},
 		{verb: "create", resource: "serviceaccounts", subresource: "token", namespace: "app", name: "replicaset-controller"},
@@ -265,7 +279,10 @@ func TestMiniKCMMayNotDoWhatItsControllersNeverDo(t *testing.T) {
 		{verb: "get", resource: "configmaps", namespace: "kube-system", name: "kubeadm-config"},
 		{verb: "update", group: "apps", resource: "statefulsets", namespace: "kube-system", name: "mini-kcm"},
 		{verb: "delete", resource: "events", namespace: "app", name: "web.17d2"},
-		{verb: "list", group: "discovery.k8s.io", resource: "endpointslices"},
+		// The EndpointSlice controller writes slices one by one, and never touches nodes.
+		{verb: "deletecollection", group: "discovery.k8s.io", resource: "endpointslices", namespace: "app"},
+		{verb: "patch", group: "discovery.k8s.io", resource: "endpointslices", namespace: "app", name: "web-abcde"},
+		{verb: "patch", resource: "nodes", name: "node-1"},
 		// Other components' locks: readable or writable, a bug could take them over.
 		{verb: "get", group: "coordination.k8s.io", resource: "leases", namespace: "kube-system", name: "kube-controller-manager"},
 		{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: "kube-system", name: "kube-controller-manager"},
@@ -417,7 +434,7 @@ func TestTokenRequestsCoverExactlyTheControllersServiceAccounts(t *testing.T) {
 }
 
 func TestServiceAccountsAreTheDescriptors(t *testing.T) {
-	for _, d := range []controllers.Descriptor{replicaset.Descriptor(), deployment.Descriptor(), endpoints.Descriptor()} {
+	for _, d := range []controllers.Descriptor{replicaset.Descriptor(), deployment.Descriptor(), endpoints.Descriptor(), endpointslice.Descriptor()} {
 		if got := controllerServiceAccounts[d.Name]; got != d.ServiceAccount() {
 			t.Errorf("%s: the manifests give it ServiceAccount %q, its descriptor %q", d.Name, got, d.ServiceAccount())
 		}

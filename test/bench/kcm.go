@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -26,7 +29,8 @@ const (
 	MiniKCM  Implementation = "mini-kcm"
 )
 
-// benchedControllers is the --controllers value of both controller managers.
+// benchedControllers is the --controllers value of both controller managers, unless a
+// workload names its own (workload.controllers).
 const benchedControllers = "replicaset-controller,deployment-controller,endpoints-controller"
 
 // Settings are the tuning flags, given identically to both controller managers.
@@ -34,9 +38,9 @@ type Settings struct {
 	// QPS and Burst are --kube-api-qps and --kube-api-burst.
 	QPS   float32 `json:"kubeAPIQPS"`
 	Burst int32   `json:"kubeAPIBurst"`
-	// ConcurrentSyncs is the worker count of each of the three controllers
+	// ConcurrentSyncs is the worker count of each controller
 	// (--concurrent-replicaset-syncs, --concurrent-deployment-syncs,
-	// --concurrent-endpoint-syncs).
+	// --concurrent-endpoint-syncs, --concurrent-service-endpoint-syncs).
 	ConcurrentSyncs int `json:"concurrentSyncs"`
 }
 
@@ -48,6 +52,7 @@ func (s Settings) args() []string {
 		"--concurrent-replicaset-syncs=" + syncs,
 		"--concurrent-deployment-syncs=" + syncs,
 		"--concurrent-endpoint-syncs=" + syncs,
+		"--concurrent-service-endpoint-syncs=" + syncs,
 	}
 }
 
@@ -62,9 +67,9 @@ type controllerManager struct {
 	debugURL string
 }
 
-// startControllerManager starts impl's binary against cp with settings and no leader
-// election. Its log goes to logDir.
-func startControllerManager(cp *controlplane.ControlPlane, impl Implementation, binary string, settings Settings, logDir string) (*controllerManager, error) {
+// startControllerManager starts impl's binary against cp with the given --controllers,
+// settings and no leader election. Its log goes to logDir.
+func startControllerManager(cp *controlplane.ControlPlane, impl Implementation, binary, controllers string, settings Settings, logDir string) (*controllerManager, error) {
 	user := "bench-" + string(impl)
 	kubeconfig, err := cp.AddUser(user, "system:masters")
 	if err != nil {
@@ -72,7 +77,7 @@ func startControllerManager(cp *controlplane.ControlPlane, impl Implementation, 
 	}
 	args := []string{
 		"--kubeconfig=" + kubeconfig,
-		"--controllers=" + benchedControllers,
+		"--controllers=" + controllers,
 		"--leader-elect=false",
 	}
 	args = append(args, settings.args()...)
@@ -137,12 +142,13 @@ func (k *controllerManager) stop() { k.process.Stop(10 * time.Second) }
 // warmUpNamespace holds the objects that prove a controller manager is working.
 const warmUpNamespace = "bench-warm-up"
 
-// waitUntilWorking returns once all three controllers of the controller manager have
-// synced their caches and handled an object: a Deployment of zero replicas has its
-// ReplicaSet, whose status the ReplicaSet controller has written, and a Service has
-// its Endpoints. This works the same for both implementations, whose readiness
-// endpoints differ.
-func waitUntilWorking(ctx context.Context, client kubernetes.Interface, kcm *controllerManager, timeout time.Duration) error {
+// waitUntilWorking returns once every controller of the controller manager (its
+// --controllers) has synced its caches and handled an object: a Deployment of zero
+// replicas has its ReplicaSet, whose status the ReplicaSet controller has written, and a
+// Service has its Endpoints and its EndpointSlice. This works the same for both
+// implementations, whose readiness endpoints differ.
+func waitUntilWorking(ctx context.Context, client kubernetes.Interface, kcm *controllerManager, controllers string, timeout time.Duration) error {
+	runs := func(controller string) bool { return slices.Contains(strings.Split(controllers, ","), controller) }
 	labels := map[string]string{"app": "warm-up"}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: warmUpNamespace}}
 	if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -171,6 +177,19 @@ func waitUntilWorking(ctx context.Context, client kubernetes.Interface, kcm *con
 	}
 
 	working := func() error {
+		if runs("endpointslice-controller") {
+			list, err := client.DiscoveryV1().EndpointSlices(warmUpNamespace).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=warm-up"})
+			if err != nil {
+				return err
+			}
+			if len(list.Items) == 0 {
+				return fmt.Errorf("the EndpointSlice controller has not synced the warm-up Service")
+			}
+		}
+		// The other three run together (benchedControllers) or not at all.
+		if !runs("deployment-controller") {
+			return nil
+		}
 		d, err := client.AppsV1().Deployments(warmUpNamespace).Get(ctx, "warm-up", metav1.GetOptions{})
 		if err != nil {
 			return err

@@ -51,7 +51,7 @@ func (r *Report) Markdown() string {
 	fmt.Fprintf(&b, "Measured %s at `%s` (`make bench`, scale %g) in %s, on %d CPUs; load average %s at the start and %s at the end.\n\n",
 		r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Commit, r.Scale, r.Finished.Sub(r.Started).Round(time.Second),
 		r.Machine.CPUs, formatLoad(r.Machine.LoadAverageStart), formatLoad(r.Machine.LoadAverageEnd))
-	fmt.Fprintf(&b, "Both controller managers run the ReplicaSet, Deployment and Endpoints controllers with `--kube-api-qps=%g --kube-api-burst=%d`, "+
+	fmt.Fprintf(&b, "Both controller managers run the ReplicaSet, Deployment and Endpoints controllers (the endpointslices workloads: the EndpointSlice controller alone) with `--kube-api-qps=%g --kube-api-burst=%d`, "+
 		"%d workers per controller and no leader election (the endpoints-raised workload: `--kube-api-qps=%g --kube-api-burst=%d`; "+
 		"the ceiling workload: `--kube-api-qps=%g --kube-api-burst=%d`). "+
 		"Each workload runs under upstream, then under mini-kcm, each on a fresh control plane "+

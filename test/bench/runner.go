@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/mini-kcm/mini-kcm/test/controlplane"
@@ -164,7 +165,11 @@ func runPhases(ctx context.Context, cfg Config, w workload, impl Implementation,
 	}
 
 	begin := time.Now()
-	e.kcm, err = startControllerManager(cp, impl, cfg.Binaries[impl], run.Settings, logDir)
+	controllers := w.controllers
+	if controllers == "" {
+		controllers = benchedControllers
+	}
+	e.kcm, err = startControllerManager(cp, impl, cfg.Binaries[impl], controllers, run.Settings, logDir)
 	if err != nil {
 		return err
 	}
@@ -172,7 +177,7 @@ func runPhases(ctx context.Context, cfg Config, w workload, impl Implementation,
 	if e.kcm.debugURL != "" {
 		cfg.Logf("   %s serves profiles at %s", impl, e.kcm.debugURL)
 	}
-	if err := waitUntilWorking(ctx, e.client, e.kcm, 2*time.Minute); err != nil {
+	if err := waitUntilWorking(ctx, e.client, e.kcm, controllers, 2*time.Minute); err != nil {
 		return err
 	}
 	start := Phase{Name: "start", ConvergeSeconds: time.Since(begin).Seconds()}
@@ -206,11 +211,12 @@ type env struct {
 	// allRequests are the controller manager's requests since it started.
 	allRequests []request
 
-	pods          corelisters.PodNamespaceLister
-	replicaSets   appslisters.ReplicaSetNamespaceLister
-	deployments   appslisters.DeploymentNamespaceLister
-	endpoints     corelisters.EndpointsNamespaceLister
-	stopInformers func()
+	pods           corelisters.PodNamespaceLister
+	replicaSets    appslisters.ReplicaSetNamespaceLister
+	deployments    appslisters.DeploymentNamespaceLister
+	endpoints      corelisters.EndpointsNamespaceLister
+	endpointSlices discoverylisters.EndpointSliceNamespaceLister
+	stopInformers  func()
 	// lastChange is when the benchmark's caches last saw an object change (Unix
 	// nanoseconds): the time a phase converged is that of the change that completed it,
 	// not of the poll that noticed.
@@ -239,20 +245,22 @@ func newEnv(ctx context.Context, cfg Config, cp *controlplane.ControlPlane, run 
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(benchNamespace))
 	e := &env{
-		cfg:         cfg,
-		cp:          cp,
-		client:      client,
-		run:         run,
-		audit:       &auditCursor{path: cp.AuditLogPath()},
-		pods:        factory.Core().V1().Pods().Lister().Pods(benchNamespace),
-		replicaSets: factory.Apps().V1().ReplicaSets().Lister().ReplicaSets(benchNamespace),
-		deployments: factory.Apps().V1().Deployments().Lister().Deployments(benchNamespace),
-		endpoints:   factory.Core().V1().Endpoints().Lister().Endpoints(benchNamespace),
+		cfg:            cfg,
+		cp:             cp,
+		client:         client,
+		run:            run,
+		audit:          &auditCursor{path: cp.AuditLogPath()},
+		pods:           factory.Core().V1().Pods().Lister().Pods(benchNamespace),
+		replicaSets:    factory.Apps().V1().ReplicaSets().Lister().ReplicaSets(benchNamespace),
+		deployments:    factory.Apps().V1().Deployments().Lister().Deployments(benchNamespace),
+		endpoints:      factory.Core().V1().Endpoints().Lister().Endpoints(benchNamespace),
+		endpointSlices: factory.Discovery().V1().EndpointSlices().Lister().EndpointSlices(benchNamespace),
 	}
 	changed := func() { e.lastChange.Store(time.Now().UnixNano()) }
 	for _, informer := range []cache.SharedIndexInformer{
 		factory.Core().V1().Pods().Informer(), factory.Apps().V1().ReplicaSets().Informer(),
 		factory.Apps().V1().Deployments().Informer(), factory.Core().V1().Endpoints().Informer(),
+		factory.Discovery().V1().EndpointSlices().Informer(),
 	} {
 		if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { changed() },

@@ -23,6 +23,9 @@ type Sizes struct {
 	PodsPerService int `json:"podsPerService"`
 	// CeilingPods is the number of pods of the ceiling workload.
 	CeilingPods int `json:"ceilingPods"`
+	// SliceServicePods is the number of pods of the endpointslices-one-service
+	// workload's one Service.
+	SliceServicePods int `json:"sliceServicePods"`
 }
 
 // DefaultSizes returns the sizes of `make bench`.
@@ -36,11 +39,13 @@ func DefaultSizes() Sizes {
 		Services:           100,
 		PodsPerService:     20,
 		CeilingPods:        1000,
+		SliceServicePods:   5000,
 	}
 }
 
 // Scaled multiplies the number of objects of every workload by scale (the pods of the
-// one ReplicaSet, the ReplicaSets, Deployments and Services, the ceiling's pods); the
+// one ReplicaSet, the ReplicaSets, Deployments and Services, the ceiling's pods, the
+// pods of the one big Service); the
 // size of each object stays, so that a larger scale means a larger cluster, not larger
 // applications.
 func (s Sizes) Scaled(scale float64) Sizes {
@@ -50,6 +55,7 @@ func (s Sizes) Scaled(scale float64) Sizes {
 	s.Deployments = times(s.Deployments)
 	s.Services = times(s.Services)
 	s.CeilingPods = times(s.CeilingPods)
+	s.SliceServicePods = times(s.SliceServicePods)
 	return s
 }
 

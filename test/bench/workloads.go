@@ -15,6 +15,9 @@ type workload struct {
 	prepare func(ctx context.Context, e *env) error
 	// run runs the measured phases.
 	run func(ctx context.Context, e *env) error
+	// controllers is the --controllers value of both controller managers; empty means
+	// benchedControllers.
+	controllers string
 }
 
 // allWorkloads lists the workloads in the order they run.
@@ -25,6 +28,8 @@ func allWorkloads() []workload {
 		deploymentWorkload(),
 		endpointsWorkload(),
 		endpointsRaisedWorkload(),
+		endpointSlicesWorkload(),
+		endpointSlicesOneServiceWorkload(),
 		ceilingWorkload(),
 	}
 }

@@ -65,6 +65,10 @@ func processCalls(leaseNamespace, leaseName string) []call {
 		{verb: "watch", resource: "services"},
 		{verb: "list", resource: "endpoints"},
 		{verb: "watch", resource: "endpoints"},
+		{verb: "list", resource: "nodes"},
+		{verb: "watch", resource: "nodes"},
+		{verb: "list", group: "discovery.k8s.io", resource: "endpointslices"},
+		{verb: "watch", group: "discovery.k8s.io", resource: "endpointslices"},
 		// Events of every controller (client-go's recorder creates, then patches the
 		// count of a repeated event).
 		{verb: "create", resource: "events", namespace: ns},
@@ -111,6 +115,12 @@ func controllerWrites() map[string][]call {
 			{verb: "update", resource: "endpoints", namespace: ns, name: "web"},
 			{verb: "delete", resource: "endpoints", namespace: ns, name: "web"},
 		},
+		"endpointslice-controller": {
+			{verb: "update", resource: "services", subresource: "finalizers", namespace: ns, name: "web"},
+			{verb: "create", group: "discovery.k8s.io", resource: "endpointslices", namespace: ns},
+			{verb: "update", group: "discovery.k8s.io", resource: "endpointslices", namespace: ns, name: "web-abcde"},
+			{verb: "delete", group: "discovery.k8s.io", resource: "endpointslices", namespace: ns, name: "web-abcde"},
+		},
 	}
 }
 
@@ -125,6 +135,7 @@ func callsNoControllerMakes(leaseNamespace, leaseName string) []call {
 		{verb: "create", group: "apps", resource: "replicasets", namespace: ns},
 		{verb: "update", group: "apps", resource: "deployments", subresource: "status", namespace: ns, name: "web"},
 		{verb: "update", resource: "endpoints", namespace: ns, name: "web"},
+		{verb: "create", group: "discovery.k8s.io", resource: "endpointslices", namespace: ns},
 		// Tokens of any other account.
 		{verb: "create", resource: "serviceaccounts", subresource: "token", namespace: "kube-system", name: "generic-garbage-collector"},
 		{verb: "create", resource: "serviceaccounts", subresource: "token", namespace: ns, name: "replicaset-controller"},
@@ -141,11 +152,11 @@ func callsNoControllerMakes(leaseNamespace, leaseName string) []call {
 		{verb: "create", resource: "pods", subresource: "eviction", namespace: ns, name: "web-1-abcde"},
 		{verb: "update", resource: "services", namespace: ns, name: "web"},
 		{verb: "patch", resource: "nodes", name: "kwok-node-0"},
-		{verb: "list", resource: "nodes"},
 		{verb: "create", resource: "serviceaccounts", subresource: "token", namespace: "kube-system", name: saName},
 		{verb: "update", group: "apps", resource: "statefulsets", namespace: "kube-system", name: statefulSetName},
 		{verb: "delete", resource: "events", namespace: ns, name: "web.17d2"},
-		{verb: "list", group: "discovery.k8s.io", resource: "endpointslices"},
+		{verb: "deletecollection", group: "discovery.k8s.io", resource: "endpointslices", namespace: ns},
+		{verb: "patch", group: "discovery.k8s.io", resource: "endpointslices", namespace: ns, name: "web-abcde"},
 		// Other components' Leases: neither readable nor writable, so a bug cannot take
 		// over kube-controller-manager's or kube-scheduler's leadership.
 		{verb: "get", group: "coordination.k8s.io", resource: "leases", namespace: leaseNamespace, name: "kube-controller-manager"},
@@ -168,7 +179,7 @@ func callsNoControllerMakes(leaseNamespace, leaseName string) []call {
 // mini-kcm pod gets is, as the apiserver's RBAC authorizer decides, allowed every call
 // of the shared informers, the events, leader election and the controllers' token
 // requests, and denied the controllers' writes (made as their own ServiceAccounts) and
-// the calls no controller makes (secrets, configmaps, nodes, deleting Deployments,
+// the calls no controller makes (secrets, configmaps, writing nodes, deleting Deployments,
 // other components' Leases, privilege escalation).
 func TestTheServiceAccountMayMakeEveryCallOfTheControllersAndNoOther(t *testing.T) {
 	f := framework.New(t)

@@ -157,6 +157,9 @@ func TestMiniKCMRollsOutTheSampleAppWithOnlyItsServiceAccount(t *testing.T) {
 		{client: "endpoints-controller", account: "endpoint-controller",
 			writes:       []string{"endpoints"},
 			mustHaveMade: []string{"create endpoints", "update endpoints", "delete endpoints"}},
+		{client: "endpointslice-controller", account: "endpointslice-controller",
+			writes:       []string{"endpointslices", "services/finalizers"},
+			mustHaveMade: []string{"create endpointslices"}},
 	}, []string{"create events", "update leases", "create serviceaccounts/token"})
 	for _, r := range replicas {
 		if lines := grepFold(r.Logs(), "forbidden"); len(lines) > 0 {

@@ -21,8 +21,9 @@ func AgainstUpstream() bool { return os.Getenv(UpstreamEnv) == "1" }
 // given controllers (its --controllers syntax), as its own user in system:masters,
 // without leader election or serving: nothing else competes for a test's namespace,
 // and tests read only the API. It is killed when the test ends, and its log's tail is
-// printed if the test failed.
-func StartKubeControllerManager(t testing.TB, cp *controlplane.ControlPlane, user, controllers string) *controlplane.Process {
+// printed if the test failed. extraArgs are appended to its flags (e.g. a controller's
+// options).
+func StartKubeControllerManager(t testing.TB, cp *controlplane.ControlPlane, user, controllers string, extraArgs ...string) *controlplane.Process {
 	t.Helper()
 	kubeconfig, err := cp.AddUser(user, "system:masters")
 	if err != nil {
@@ -36,13 +37,13 @@ func StartKubeControllerManager(t testing.TB, cp *controlplane.ControlPlane, use
 	p, err := controlplane.StartProcess(controlplane.ProcessSpec{
 		Name: user,
 		Path: path,
-		Args: []string{
+		Args: append([]string{
 			"--kubeconfig=" + kubeconfig,
 			"--controllers=" + controllers,
 			"--leader-elect=false",
 			"--secure-port=0",
 			"--v=2",
-		},
+		}, extraArgs...),
 		LogPath: logPath,
 	})
 	if err != nil {

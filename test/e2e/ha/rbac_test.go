@@ -30,6 +30,9 @@ func TestReplicaWithoutPodListPermissionNamesTheStuckInformerAndStaysUnready(t *
 			"deployments", "deployments/status", "deployments/finalizers"}, Verbs: []string{"*"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "create", "patch", "update", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"services", "endpoints", "events"}, Verbs: []string{"*"}},
+		{APIGroups: []string{""}, Resources: []string{"services/finalizers"}, Verbs: []string{"update"}},
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"*"}},
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"*"}},
 	}
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: rules}
@@ -68,7 +71,7 @@ func TestReplicaWithoutPodListPermissionNamesTheStuckInformerAndStaysUnready(t *
 		if !strings.Contains(logs, forbidden) {
 			return fmt.Errorf("the log does not contain %s yet", forbidden)
 		}
-		for _, controller := range []string{"replicaset-controller", "deployment-controller", "endpoints-controller"} {
+		for _, controller := range []string{"replicaset-controller", "deployment-controller", "endpoints-controller", "endpointslice-controller"} {
 			if !logLineContains(logs, "Still waiting for informers to sync; check RBAC",
 				`controller="`+controller+`" informers=["pods"]`) {
 				return fmt.Errorf("no log line says that %s still waits for the pods informer", controller)
@@ -81,7 +84,8 @@ func TestReplicaWithoutPodListPermissionNamesTheStuckInformerAndStaysUnready(t *
 		t.Fatal(err)
 	}
 	for _, want := range []string{"[-]controllers failed", "replicaset-controller waits for informers pods",
-		"endpoints-controller waits for informers", "deployment-controller waits for informers"} {
+		"endpoints-controller waits for informers", "deployment-controller waits for informers",
+		"endpointslice-controller waits for informers"} {
 		if code != http.StatusInternalServerError || !strings.Contains(body, want) {
 			t.Errorf("/readyz?verbose answered %d without %q:\n%s", code, want, body)
 		}

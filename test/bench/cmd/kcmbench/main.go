@@ -56,14 +56,19 @@ func main() {
 		deploys   = flag.String("deployments", fmt.Sprintf("%dx%d", defaults.Deployments, defaults.DeploymentReplicas), "Deployments x replicas of the deployments workload")
 		services  = flag.String("services", fmt.Sprintf("%dx%d", defaults.Services, defaults.PodsPerService), "Services x pods of the endpoints workload")
 		ceiling   = flag.String("ceiling-pods", fmt.Sprint(defaults.CeilingPods), "pods of the ceiling workload")
+		slicePods = flag.Int("slice-service-pods", defaults.SliceServicePods, "pods of the endpointslices-one-service workload's Service")
 	)
 	flag.Float64Var(&scale, "scale", scale, "multiplies the number of objects of every workload; $BENCH_SCALE sets the default")
 	flag.Parse()
 	sizes, err := parseSizes(*oneRS, *manyRS, *deploys, *services, *ceiling)
+	if err == nil && *slicePods < 1 {
+		err = fmt.Errorf("--slice-service-pods must be at least 1, got %d", *slicePods)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
+	sizes.SliceServicePods = *slicePods
 
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
