@@ -116,12 +116,17 @@ const (
 )
 
 // readiness tracks what /readyz reports: ready once this replica is a healthy standby
-// or a leader whose controllers' caches synced, and not ready once it shuts down.
+// or a leader whose controllers' caches synced, and not ready once it shuts down. A warm
+// standby (one whose informers run, see --leader-elect-warm-standby) is healthy once
+// those informers synced, that is once it could lead at once; a cold standby has nothing
+// to sync.
 type readiness struct {
 	mu       sync.Mutex
 	role     role
 	caches   *controllers.CacheSyncTracker
 	stopping bool
+	// informers reports the shared informers that have not synced; nil until they started.
+	informers func() error
 }
 
 func (r *readiness) setStandby() {
@@ -144,6 +149,13 @@ func (r *readiness) setControllersBuilt(caches *controllers.CacheSyncTracker) {
 	r.caches = caches
 }
 
+// setInformers hands over the check of the started shared informers.
+func (r *readiness) setInformers(unsynced func() error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.informers = unsynced
+}
+
 func (r *readiness) setStopping() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -159,6 +171,11 @@ func (r *readiness) checks() []healthCheck {
 			switch {
 			case r.role == roleStarting:
 				return errors.New("waiting for the apiserver before starting")
+			case r.role == roleStandby && r.informers != nil:
+				if err := r.informers(); err != nil {
+					return fmt.Errorf("warm standby: %w", err)
+				}
+				return nil
 			case r.role == roleStandby:
 				return nil
 			case r.caches == nil:

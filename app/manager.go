@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,10 +23,14 @@ import (
 // informerName identifies mini-kcm's shared informers in client-go's informer metrics.
 const informerName = "mini-kcm"
 
-// controllerManager builds and runs the enabled controllers for one leadership term, or
-// for the life of the process without leader election. It owns everything it starts:
-// when run returns, the controllers and informers have stopped (unless the shutdown
-// timeout passed, which run reports).
+// controllerManager builds and runs the enabled controllers. Building them (their
+// constructors ask the shared informer factory for informers and add event handlers)
+// and starting the informers is one lifecycle stage, addStages; running the workers,
+// which alone write, is runWorkers. A warm standby runs the stage before the election
+// and the workers once it leads; a cold one runs both in one leadership term (run). It
+// owns everything it starts: when the lifecycle holding its stage returns, the
+// controllers and informers have stopped (unless the shutdown timeout passed, which
+// runWorkers reports).
 type controllerManager struct {
 	// registry holds the descriptors of every known controller.
 	registry *controllers.Registry
@@ -44,31 +50,44 @@ type controllerManager struct {
 	minResyncPeriod time.Duration
 	// shutdownTimeout bounds the wait for controllers after ctx is cancelled; 0 waits forever.
 	shutdownTimeout time.Duration
-	// readiness learns when the controllers are built and their caches can be tracked.
+	// readiness learns when the informers started and when this replica leads.
 	readiness *readiness
 	// syncs records the controllers' syncs in progress for the stuck-sync check.
 	syncs *controllers.InFlightSyncs
 }
 
-// run runs one term's lifecycle: the shared informers' factory, then the controllers,
-// which are built (asking the factory for their informers), start the informers and
-// run until ctx is cancelled. It returns after every controller's Run returned and the
-// informers stopped, in that order, so the caller may then release the Lease. If the
-// controllers do not stop within the shutdown timeout, it returns an error wrapping
-// leaderelection.ErrControllersStillRunning.
+// builtControllers is what the informers stage leaves for runWorkers: the controllers,
+// built but not running, and the tracker their Run reports cache syncs to.
+type builtControllers struct {
+	controllers []controllers.Controller
+	caches      *controllers.CacheSyncTracker
+}
+
+// run runs one cold leadership term: its own lifecycle with the informers stage (see
+// addStages), then the workers until ctx is cancelled. It returns after every
+// controller's Run returned and the informers stopped, in that order, so the caller may
+// then release the Lease. If the controllers do not stop within the shutdown timeout,
+// it returns an error wrapping leaderelection.ErrControllersStillRunning.
 func (m *controllerManager) run(ctx context.Context) error {
 	m.readiness.setLeading()
-
-	// The term's stages, in start order (see lifecycle).
 	term := newLifecycle("term")
-	var (
-		factory informers.SharedInformerFactory
-		// informersCtx is the informers stage's context: the informers stop only after
-		// the controllers returned, so a worker finishing its last sync still reads a
-		// live cache.
-		informersCtx context.Context
-	)
-	term.add("informers", func(ctx context.Context) (func(), error) {
+	built := m.addStages(term)
+	return term.run(ctx, "controllers", func(ctx context.Context) error {
+		return m.runWorkers(ctx, built)
+	})
+}
+
+// addStages adds to l the "informers" stage: it makes the shared informer factory,
+// builds every enabled controller (each constructor asks the factory for its informers
+// and adds its event handlers) and then starts the informers. Nothing in it writes to
+// the apiserver: handlers only fill the controllers' queues, which no worker drains
+// until runWorkers. Stopping the stage stops the informers and waits for them; since
+// stages stop after the work, that happens only after the workers drained, so a worker
+// finishing its last sync still reads a live cache. The returned value is filled when
+// the stage has started.
+func (m *controllerManager) addStages(l *lifecycle) *builtControllers {
+	built := &builtControllers{}
+	l.add("informers", func(ctx context.Context) (func(), error) {
 		informerClient, err := m.informerClient("shared-informers")
 		if err != nil {
 			return nil, err
@@ -77,32 +96,58 @@ func (m *controllerManager) run(ctx context.Context) error {
 		if err != nil {
 			return nil, fmt.Errorf("naming the shared informers: %w", err)
 		}
-		factory = informers.NewSharedInformerFactoryWithOptions(informerClient, resyncPeriod(m.minResyncPeriod),
+		factory := informers.NewSharedInformerFactoryWithOptions(informerClient, resyncPeriod(m.minResyncPeriod),
 			informers.WithTransform(m.cacheTransform), informers.WithInformerName(name))
-		informersCtx = ctx
-		// Shutdown waits for the informers and releases their name for the next term.
-		return factory.Shutdown, nil
-	})
-	return term.run(ctx, "controllers", func(ctx context.Context) error {
-		caches := &controllers.CacheSyncTracker{}
-		built, err := m.build(ctx, controllers.Context{
+		built.caches = &controllers.CacheSyncTracker{}
+		built.controllers, err = m.build(ctx, controllers.Context{
 			InformerFactory: factory,
 			Clients:         m.clients,
 			Events:          m.events,
-			Caches:          caches,
+			Caches:          built.caches,
 			Syncs:           m.syncs,
 			Config:          m.config,
 		})
 		if err != nil {
-			return err
+			// Nothing started yet; Shutdown only releases the informers' name.
+			factory.Shutdown()
+			return nil, err
 		}
-		m.readiness.setControllersBuilt(caches)
-
 		// Start only now: the constructors registered the informers they need, and an
 		// informer requested after Start would never run.
-		factory.Start(informersCtx.Done())
-		return m.runControllers(ctx, built)
+		factory.Start(ctx.Done())
+		m.readiness.setInformers(func() error { return unsyncedInformers(factory) })
+		// Shutdown waits for the informers and releases their name.
+		return factory.Shutdown, nil
 	})
+	return built
+}
+
+// runWorkers runs the built controllers, each waiting for its own caches and then
+// starting its workers, until ctx is cancelled; see runControllers. It is a leadership
+// term's work, or the process's without leader election.
+func (m *controllerManager) runWorkers(ctx context.Context, built *builtControllers) error {
+	m.readiness.setLeading()
+	m.readiness.setControllersBuilt(built.caches)
+	return m.runControllers(ctx, built.controllers)
+}
+
+// unsyncedInformers reports, without waiting, the started informers of factory whose
+// cache has not synced yet, for /readyz.
+func unsyncedInformers(factory informers.SharedInformerFactory) error {
+	// A cancelled context makes the factory report the current state at once.
+	now, cancel := context.WithCancel(context.Background())
+	cancel()
+	var unsynced []string
+	for informerType, synced := range factory.WaitForCacheSyncWithContext(now).Synced {
+		if !synced {
+			unsynced = append(unsynced, informerType.String())
+		}
+	}
+	if len(unsynced) == 0 {
+		return nil
+	}
+	sort.Strings(unsynced)
+	return fmt.Errorf("informers not synced yet: %s", strings.Join(unsynced, ", "))
 }
 
 // build calls the constructor of every enabled controller, each with a logger named

@@ -355,3 +355,101 @@ func TestResyncPeriodIsJitteredBetweenMinAndTwiceMin(t *testing.T) {
 		t.Errorf("resyncPeriod(0) = %s, want 0 (no resync)", d)
 	}
 }
+
+// TestWarmStandbySyncsItsCachesAndWritesNothingUntilItLeads runs the manager as a warm
+// standby does: the informers stage in the process's lifecycle, the workers only once
+// "leading". While standing by, the controllers are built and the caches sync (and
+// /readyz says so), but no controller runs and the only requests are lists and watches.
+func TestWarmStandbySyncsItsCachesAndWritesNothingUntilItLeads(t *testing.T) {
+	ctx, cancel := testContext(t)
+	defer cancel()
+	client := fake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "p"}})
+	// The pod list waits for the test, so that /readyz is seen before the sync.
+	allowList := make(chan struct{})
+	var lists atomic.Int32
+	client.PrependReactor("list", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
+		<-allowList
+		lists.Add(1)
+		return false, nil, nil
+	})
+	c := newPodController("warm-controller")
+	var drainedBeforeInformersStopped atomic.Bool
+	c.drain = func() {
+		time.Sleep(100 * time.Millisecond)
+		drainedBeforeInformersStopped.Store(!c.informer.IsStopped())
+	}
+	m := newTestManager(t, client, c.descriptor(&lists))
+	m.readiness.setStandby()
+	readyz := checksHandler{endpoint: "readyz", checks: m.readiness.checks()}
+
+	process := newLifecycle("process")
+	built := m.addStages(process)
+	standingBy, lead := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- process.run(ctx, "election", func(ctx context.Context) error {
+			close(standingBy)
+			select {
+			case <-lead:
+			case <-ctx.Done():
+				return nil
+			}
+			return m.runWorkers(ctx, built)
+		})
+	}()
+
+	// Standing by: built, informers started but not synced, so not ready.
+	waitUntil := func(cond func() bool, what string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitClosed(t, standingBy, "the election to start")
+	if len(built.controllers) != 1 {
+		t.Fatalf("built %d controllers before the election, want 1", len(built.controllers))
+	}
+	if code, body := get(t, readyz, "/readyz?verbose"); code != http.StatusInternalServerError ||
+		!strings.Contains(body, "warm standby: informers not synced yet: *v1.Pod") {
+		t.Errorf("standby before its sync: /readyz = %d %q, want 500 naming the pod informer", code, body)
+	}
+	close(allowList)
+	waitUntil(func() bool { return c.informer.HasSynced() }, "the standby's pod cache")
+	if code, body := get(t, readyz, "/readyz?verbose"); code != http.StatusOK {
+		t.Errorf("synced standby: /readyz = %d %q, want 200", code, body)
+	}
+	if got := len(c.informer.GetStore().List()); got != 1 {
+		t.Errorf("standby's pod cache holds %d pods, want 1", got)
+	}
+	select {
+	case <-c.synced:
+		t.Fatal("the controller ran while standing by")
+	case <-time.After(100 * time.Millisecond):
+	}
+
+	// Leading: the controller runs on the synced cache without listing again.
+	close(lead)
+	waitClosed(t, c.synced, "the leader's controller")
+	if lists.Load() != 1 {
+		t.Errorf("pods were listed %d times, want once: leading must reuse the standby's cache", lists.Load())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run() = %v", err)
+	}
+	if !drainedBeforeInformersStopped.Load() {
+		t.Error("informers stopped while the controller was still draining")
+	}
+	if !c.informer.IsStopped() {
+		t.Error("informers still run after the process lifecycle returned")
+	}
+	for _, a := range client.Actions() {
+		if verb := a.GetVerb(); verb != "list" && verb != "watch" {
+			t.Errorf("request %s %s, want only lists and watches", verb, a.GetResource().Resource)
+		}
+	}
+}

@@ -31,9 +31,11 @@ const (
 
 // Run runs mini-kcm until ctx is cancelled, in this order (the process's lifecycle in
 // run): serving and event recording start at once on every replica; mini-kcm waits for
-// the apiserver; then it campaigns for the Lease (or, with --leader-elect=false, starts
-// right away) and runs the enabled controllers of reg while it leads. On shutdown these
-// stop in reverse order.
+// the apiserver; a warm standby (the default) then builds the enabled controllers of reg
+// and starts their informers; then it campaigns for the Lease (or, with
+// --leader-elect=false, starts right away) and runs the controllers' workers while it
+// leads. A cold standby (--leader-elect-warm-standby=false) builds the controllers and
+// starts the informers only once it leads. On shutdown these stop in reverse order.
 //
 // Run returns nil after a graceful shutdown and an error when something failed or the
 // controllers did not stop in time. A lost Lease exits the process with code 1.
@@ -142,12 +144,31 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 		probing.Go(func() { probe.run(probeCtx, apiServerProbeInterval) })
 		return probing.Wait, nil
 	})
-	if !cfg.LeaderElection.LeaderElect {
+	le := cfg.LeaderElection
+	switch {
+	case !le.LeaderElect:
 		logger.Info("Leader election is off: running the controllers without a lease")
-		err = process.run(ctx, "controllers", manager.run)
-	} else {
-		// The election runs a term (see controllerManager.run) while leading and releases
-		// the Lease after the term ended; leaderelection owns that order.
+		built := manager.addStages(process)
+		err = process.run(ctx, "controllers", func(ctx context.Context) error {
+			return manager.runWorkers(ctx, built)
+		})
+	case le.WarmStandby:
+		// A warm standby builds the controllers and syncs the informers before and
+		// during the election, so that leading only starts the workers: the election
+		// runs a term of workers while leading and releases the Lease after the
+		// workers drained; the informers stop after that. leaderelection owns the
+		// release order.
+		logger.Info("Warm standby: starting the informers before the election; workers start on acquiring the lease")
+		built := manager.addStages(process)
+		err = process.run(ctx, "election", func(ctx context.Context) error {
+			return campaign(ctx, cfg, events, watchdog, ready, fence, func(ctx context.Context) error {
+				return manager.runWorkers(ctx, built)
+			})
+		})
+	default:
+		// A cold standby only campaigns: the election runs a whole term (informers,
+		// then controllers, see controllerManager.run) while leading and releases the
+		// Lease after the term ended.
 		err = process.run(ctx, "election", func(ctx context.Context) error {
 			return campaign(ctx, cfg, events, watchdog, ready, fence, manager.run)
 		})

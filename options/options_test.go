@@ -12,6 +12,7 @@ import (
 	"github.com/mini-kcm/mini-kcm/controllers/deployment"
 	"github.com/mini-kcm/mini-kcm/controllers/endpoints"
 	"github.com/mini-kcm/mini-kcm/controllers/replicaset"
+	"github.com/mini-kcm/mini-kcm/leaderelection"
 )
 
 const validKubeconfig = `apiVersion: v1
@@ -90,8 +91,8 @@ func TestDefaultsMatchKubeControllerManager(t *testing.T) {
 		t.Errorf("enabled = %q, want %q", cfg.EnabledControllers, want)
 	}
 	le := cfg.LeaderElection
-	if !le.LeaderElect || le.LeaseDuration != 15*time.Second || le.RenewDeadline != 10*time.Second ||
-		le.RetryPeriod != 2*time.Second || le.ResourceLock != "leases" ||
+	if !le.LeaderElect || !le.WarmStandby || le.LeaseDuration != 4*time.Second || le.RenewDeadline != 2*time.Second ||
+		le.RetryPeriod != 500*time.Millisecond || le.ResourceLock != "leases" ||
 		le.ResourceName != "mini-kube-controller-manager" || le.ResourceNamespace != "kube-system" {
 		t.Errorf("leader election = %+v", le)
 	}
@@ -178,9 +179,9 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 			[]string{`--leader-elect-resource-name "Bad_Name" is not a valid Lease name`}},
 		{"lease namespace", []string{"--leader-elect-resource-namespace="},
 			[]string{`--leader-elect-resource-namespace "" is not a valid namespace name`}},
-		{"lease not longer than renew", []string{"--leader-elect-lease-duration=10s"},
+		{"lease not longer than renew", []string{"--leader-elect-lease-duration=10s", "--leader-elect-renew-deadline=10s"},
 			[]string{"--leader-elect-lease-duration (10s) must be greater than --leader-elect-renew-deadline (10s)"}},
-		{"renew not longer than 1.2 retry", []string{"--leader-elect-retry-period=9s"},
+		{"renew not longer than 1.2 retry", []string{"--leader-elect-renew-deadline=10s", "--leader-elect-lease-duration=15s", "--leader-elect-retry-period=9s"},
 			[]string{"--leader-elect-renew-deadline (10s) must be greater than 1.2 × --leader-elect-retry-period (9s) = 10.8s"}},
 		{"fractional lease", []string{"--leader-elect-lease-duration=15500ms"},
 			[]string{"--leader-elect-lease-duration must be a whole number of seconds, got 15.5s"}},
@@ -215,7 +216,8 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 func TestLeaderElectionTimingErrorsSayHowToFixThem(t *testing.T) {
 	reg := testRegistry(t)
 	kubeconfig := writeFile(t, "kubeconfig", validKubeconfig)
-	errs := parse(t, reg, "--kubeconfig", kubeconfig, "--leader-elect-lease-duration=10s", "--leader-elect-retry-period=9s").Validate(reg)
+	errs := parse(t, reg, "--kubeconfig", kubeconfig, "--leader-elect-lease-duration=10s", "--leader-elect-renew-deadline=10s",
+		"--leader-elect-retry-period=9s").Validate(reg)
 	if len(errs) != 2 {
 		t.Fatalf("errors = %v, want two", errs)
 	}
@@ -315,5 +317,19 @@ func TestFlagsAreGroupedInSections(t *testing.T) {
 				t.Errorf("section %q has no flag --%s", section, name)
 			}
 		}
+	}
+}
+
+// TestDefaultElectionTimingsAreSafe checks the defaults against the rule of
+// leaderelection.Timings: a cut-off leader stops acting before a standby may take over.
+func TestDefaultElectionTimingsAreSafe(t *testing.T) {
+	le := NewLeaderElectionOptions()
+	if errs := le.Validate(); len(errs) != 0 {
+		t.Fatalf("default leader election options are invalid: %v", errs)
+	}
+	timings := leaderelection.Timings{LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod}
+	if !timings.Safe() {
+		t.Errorf("default timings %+v are not safe: a cut-off leader may act for %s, longer than the lease",
+			timings, timings.StopBound())
 	}
 }

@@ -18,6 +18,7 @@ package endpoints
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -121,6 +122,13 @@ type Controller struct {
 	// namespace, which can be costly and so is kept off the informer's goroutine.
 	// Projections are pointers, so every event is handled on its own.
 	podQueue *queueworker.Queue[*podProjection]
+	// running is set when Run starts. Until then pod events are not queued: nothing
+	// would drain them, and since projections are never deduplicated, a warm standby
+	// (whose informers run for as long as it stands by) would queue one per pod event
+	// without bound. Dropping them loses nothing: every Service is queued by its
+	// informer's initial list and stays queued until the workers start, and a Service
+	// sync reads all of its pods from the cache.
+	running atomic.Bool
 	// batchPeriod delays syncs caused by pod events (--endpoint-updates-batch-period).
 	batchPeriod time.Duration
 	// workerLoopPeriod is how long a worker waits before restarting after it returned.
@@ -222,6 +230,9 @@ func (c *Controller) onEndpointsUpdate(oldObj, newObj any) {
 // onPodEvent queues the projection of a pod add (oldObj nil), update or delete (newObj
 // nil) for the pod workers.
 func (c *Controller) onPodEvent(oldObj, newObj any) {
+	if !c.running.Load() {
+		return
+	}
 	projection, err := projectPodEvent(oldObj, newObj)
 	if err != nil {
 		utilruntime.HandleError(err)
@@ -235,6 +246,7 @@ func (c *Controller) onPodEvent(oldObj, newObj any) {
 // Run waits for the caches, starts workers Service workers and as many pod workers,
 // and blocks until ctx is done. It returns only after every worker has stopped.
 func (c *Controller) Run(ctx context.Context, workers int) {
+	c.running.Store(true)
 	klog.FromContext(ctx).Info("Pod-driven syncs are batched", "batchPeriod", c.batchPeriod)
 	queueworker.Run(ctx, queueworker.Spec{
 		Controller: Name,

@@ -189,6 +189,21 @@ func TestPodEventsQueueMatchingServicesAfterTheBatchPeriod(t *testing.T) {
 	}
 }
 
+// TestPodEventsAreNotQueuedBeforeRunStarts: a warm standby's informers deliver pod
+// events for as long as it stands by; queuing them would grow the never-drained pod
+// queue without bound. The Services, queued by their own informer, cover them.
+func TestPodEventsAreNotQueuedBeforeRunStarts(t *testing.T) {
+	f := newFixture(t, 0)
+	f.controller.running.Store(false)
+	f.addService(testService("ns"))
+	for i := range 100 {
+		f.controller.onPodEvent(nil, testPod("ns", i, 1, true, ipv4only))
+	}
+	if n := f.controller.podQueue.Len(); n != 0 {
+		t.Errorf("the pod queue holds %d projections before Run, want 0", n)
+	}
+}
+
 func TestPodResyncsAreIgnored(t *testing.T) {
 	f := newFixture(t, 0)
 	pod := testPod("ns", 0, 1, true, ipv4only)

@@ -59,6 +59,8 @@ func newFixture(t *testing.T, batchPeriod time.Duration) *fixture {
 	}
 	c.podsSynced, c.servicesSynced, c.endpointsSynced = alwaysReady, alwaysReady, alwaysReady
 	c.workerLoopPeriod = 10 * time.Millisecond
+	// As if Run had started: tests call the handlers directly.
+	c.running.Store(true)
 	return &fixture{
 		t: t, ctx: ctx, client: client, recorder: recorder, controller: c,
 		pods:      core.Pods().Informer().GetIndexer(),

@@ -4,7 +4,7 @@
 //
 // It applies deploy/ with server-side apply and runs three mini-kcm processes as the
 // StatefulSet runs its pods: the container's flags, so the default election timings
-// (lease 15s, renew 10s, retry 2s), and a token of the ServiceAccount kube-system/mini-kcm,
+// (lease 4s, renew 2s, retry 500ms), and a token of the ServiceAccount kube-system/mini-kcm,
 // so exactly the RBAC of deploy/. It applies the sample app of deploy/sample/, then stops
 // the leader with SIGTERM (a pod deletion: it releases the Lease) and the next one with
 // SIGKILL (a crash: the Lease must expire), then freezes the third with SIGSTOP in the

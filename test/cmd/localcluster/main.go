@@ -7,7 +7,7 @@
 //
 //	kubectl scale deployment sample --replicas=5
 //	kubectl get endpoints sample
-//	kill <pid of the leader>        # a standby takes over within ~15s
+//	kill <pid of the leader>        # a standby takes over within ~5s
 package main
 
 import (
