@@ -94,8 +94,9 @@ func TestContainerArgsReadsTheStatefulSetsFlags(t *testing.T) {
 }
 
 func TestWithoutPodOnlyFlagsDropsServingAndKubeconfigFlagsOnly(t *testing.T) {
-	got := WithoutPodOnlyFlags([]string{"--controllers=*", "--bind-address=0.0.0.0", "--port=10257",
-		"--kubeconfig=/in/pod", "--portal=x", "--v=2"})
+	got := WithoutPodOnlyFlags([]string{"--controllers=*", "--bind-address=0.0.0.0", "--secure-port=10257",
+		"--kubeconfig=/in/pod", "--authentication-kubeconfig=/a", "--authorization-kubeconfig=/b", "--tls-cert-file=/c",
+		"--tls-private-key-file=/d", "--cert-dir=/e", "--portal=x", "--v=2"})
 	want := []string{"--controllers=*", "--portal=x", "--v=2"}
 	if !slices.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)
