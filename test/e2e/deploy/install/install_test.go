@@ -23,8 +23,8 @@ func TestKustomizationFilesFollowsDirectoriesInOrder(t *testing.T) {
 		}
 		rel = append(rel, r)
 	}
-	want := []string{"rbac/clusterroles.yaml", "rbac/leader-election-role.yaml", "serviceaccount.yaml",
-		"rolebindings.yaml", "service.yaml", "statefulset.yaml", "poddisruptionbudget.yaml"}
+	want := []string{"rbac/clusterroles.yaml", "rbac/leader-election-role.yaml", "rbac/serving.yaml", "serviceaccount.yaml",
+		"rolebindings.yaml", "service.yaml", "statefulset.yaml", "poddisruptionbudget.yaml", "networkpolicy.yaml"}
 	if !slices.Equal(rel, want) {
 		t.Errorf("files = %v, want %v", rel, want)
 	}
