@@ -91,7 +91,7 @@ func TestHelpShowsSectionsAndTheKnownControllers(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"Generic flags:", "Leader election flags:", "Serving flags:", "Replicaset-controller flags:",
+		"Generic flags:", "Leader election flags:", "Secure serving flags:", "Authentication flags:", "Authorization flags:", "Replicaset-controller flags:",
 		"Debugging flags:", "Logs flags:", "Misc flags:",
 		"All controllers: replicaset-controller, tokencleaner-controller",
 		"Disabled-by-default controllers: tokencleaner-controller",
@@ -166,11 +166,11 @@ func TestInvalidConfigurationIsListedOneProblemPerLine(t *testing.T) {
 	var out bytes.Buffer
 	err := reportInvalid(&out, utilerrors.NewAggregate([]error{
 		errors.New(`--leader-elect-resource-lock must be "leases", got "endpoints"`),
-		errors.New("--port must be between 0 and 65535 (0 turns serving off), got -1"),
+		errors.New("--secure-port -1 must be between 0 and 65535"),
 	}))
 	want := "Error: invalid configuration:\n" +
 		"  - --leader-elect-resource-lock must be \"leases\", got \"endpoints\"\n" +
-		"  - --port must be between 0 and 65535 (0 turns serving off), got -1\n"
+		"  - --secure-port -1 must be between 0 and 65535\n"
 	if out.String() != want {
 		t.Errorf("printed %q, want %q", out.String(), want)
 	}

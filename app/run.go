@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apiserver/pkg/server/flagz"
 	clientgoleaderelection "k8s.io/client-go/tools/leaderelection"
 	"k8s.io/klog/v2"
 
@@ -100,7 +101,7 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 		livez:   checksHandler{endpoint: "livez", checks: healthzChecks},
 		healthz: checksHandler{endpoint: "healthz", checks: healthzChecks},
 		readyz:  checksHandler{endpoint: "readyz", checks: readyzChecks},
-	}, cfg.Serving.EnableProfiling)
+	}, cfg.Serving.EnableProfiling, flagz.NamedFlagSetsReader{FlagSets: cfg.Serving.Flags})
 
 	manager := &controllerManager{
 		registry:        reg,

@@ -25,7 +25,6 @@ func unreachableConfig(t *testing.T) *options.Config {
 	return &options.Config{
 		RESTConfig:     &rest.Config{Host: refusingAPIServer, QPS: 20, Burst: 30},
 		LeaderElection: *options.NewLeaderElectionOptions(),
-		Serving:        options.ServingConfig{Port: 0},
 	}
 }
 

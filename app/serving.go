@@ -2,92 +2,150 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/pprof"
-	"strconv"
 	"time"
 
+	utilversion "k8s.io/apimachinery/pkg/util/version"
+	genericapifilters "k8s.io/apiserver/pkg/endpoints/filters"
+	apirequest "k8s.io/apiserver/pkg/endpoints/request"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	genericfilters "k8s.io/apiserver/pkg/server/filters"
+	"k8s.io/apiserver/pkg/server/flagz"
+	"k8s.io/apiserver/pkg/server/mux"
+	"k8s.io/apiserver/pkg/server/routes"
+	"k8s.io/apiserver/pkg/server/statusz"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/component-base/compatibility"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 
 	"github.com/mini-kcm/mini-kcm/options"
 )
 
+// componentName names mini-kcm in /statusz and /flagz.
+const componentName = "mini-kcm"
+
+// servingShutdownTimeout bounds how long in-flight requests may finish on shutdown.
+const servingShutdownTimeout = 5 * time.Second
+
 // healthEndpoints are the handlers of the three health endpoints.
 type healthEndpoints struct {
 	livez, healthz, readyz http.Handler
 }
 
-// newHandler returns the mux of the health, metrics and debug endpoint. It serves plain
-// HTTP without authentication, so nothing on it may change state.
-func newHandler(e healthEndpoints, profiling bool) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/livez", e.livez)
-	mux.Handle("/healthz", e.healthz)
-	mux.Handle("/readyz", e.readyz)
-	mux.Handle("/metrics", legacyregistry.Handler())
+// newHandler returns the mux of the endpoint, before authentication and authorization:
+// the health endpoints, /metrics, /debug/pprof (with profiling), /flagz and /statusz.
+// The handler chain of newServingChain guards all of it; only the health endpoints are
+// always allowed (--authorization-always-allow-paths).
+func newHandler(e healthEndpoints, profiling bool, flags flagz.Reader) http.Handler {
+	m := mux.NewPathRecorderMux(componentName)
+	m.Handle("/livez", e.livez)
+	m.Handle("/healthz", e.healthz)
+	m.Handle("/readyz", e.readyz)
+	m.Handle("/metrics", legacyregistry.Handler())
 	if profiling {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		// Upstream's set, which leaves out /debug/pprof/cmdline: the command line can
+		// carry secrets even for a caller allowed to profile.
+		routes.Profiling{}.Install(m)
 	}
-	return mux
+	if flags != nil {
+		flagz.Install(m, componentName, flags)
+	}
+	// Installed last, so that its list of paths names every other endpoint.
+	statusz.Install(m, componentName, statusz.NewRegistry(effectiveVersion(), statusz.WithListedPaths(m.ListedPaths())))
+	return m
 }
 
-// server is the running HTTP server of the endpoint.
+// effectiveVersion is this build's version as /statusz reports it; a version that does
+// not parse (a build without any version information) is reported as v0.0.0.
+func effectiveVersion() compatibility.EffectiveVersion {
+	v, err := utilversion.ParseSemantic(Version())
+	if err != nil {
+		v = utilversion.MajorMinor(0, 0)
+	}
+	return compatibility.NewEffectiveVersion(v, false, utilversion.MajorMinor(0, 0), utilversion.MajorMinor(0, 0))
+}
+
+// newServingChain wraps handler in the filters of kube-controller-manager's
+// BuildHandlerChain (k8s.io/controller-manager/app/serve.go), innermost first:
+// authorization, authentication (a failure answers 401), request info, no caching,
+// request logging at -v=3 and panic recovery. It is built here from k8s.io/apiserver
+// rather than imported from k8s.io/controller-manager, which would bring that
+// module's dependencies for these few lines.
+func newServingChain(handler http.Handler, authn *genericapiserver.AuthenticationInfo, authz *genericapiserver.AuthorizationInfo) http.Handler {
+	requestInfoResolver := &apirequest.RequestInfoFactory{}
+	handler = genericapifilters.WithAuthorization(handler, authz.Authorizer, scheme.Codecs)
+	handler = genericapifilters.WithAuthentication(handler, authn.Authenticator, genericapifilters.Unauthorized(scheme.Codecs), nil, nil)
+	handler = genericapifilters.WithRequestInfo(handler, requestInfoResolver)
+	handler = genericapifilters.WithCacheControl(handler)
+	handler = genericfilters.WithHTTPLogging(handler)
+	return genericfilters.WithPanicRecovery(handler, requestInfoResolver)
+}
+
+// server is the running HTTPS server of the endpoint.
 type server struct {
-	srv *http.Server
-	// done is closed when Serve returned.
-	done chan struct{}
+	// stopCh, when closed, stops the server.
+	stopCh chan struct{}
+	// stopped is closed once in-flight requests finished and the server returned.
+	stopped <-chan struct{}
 }
 
-// startServing listens synchronously, so a port in use fails the start with a clear
-// error, and then serves in the background until stop. It returns nil with --port=0.
+// startServing listens synchronously, so that a port in use fails the start with a
+// clear error; builds the certificate (a self-signed one without --tls-cert-file), the
+// delegating authenticator and authorizer, as kube-controller-manager does; and serves
+// in the background until stop. It returns nil with --secure-port=0.
+//
+// The certificate files, the client CA and the front-proxy CA are reloaded when they
+// change, by the library's dynamic certificate controllers, which run until stop.
 func startServing(ctx context.Context, cfg options.ServingConfig, handler http.Handler) (*server, error) {
 	logger := klog.FromContext(ctx)
-	if cfg.Port == 0 {
-		logger.Info("Serving is off (--port=0): no health probes and no metrics")
+	if cfg.SecureServing == nil || cfg.SecureServing.BindPort == 0 {
+		logger.Info("Serving is off (--secure-port=0): no health probes and no metrics")
 		return nil, nil
 	}
-	addr := net.JoinHostPort(cfg.BindAddress, strconv.Itoa(cfg.Port))
-	listener, err := net.Listen("tcp", addr)
+	// The self-signed certificate names localhost and 127.0.0.1 (and the bind address
+	// when it is not 0.0.0.0), like upstream's.
+	if err := cfg.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{net.IPv4(127, 0, 0, 1)}); err != nil {
+		return nil, fmt.Errorf("creating the self-signed serving certificate: %w; set --tls-cert-file and --tls-private-key-file, "+
+			"or a writable --cert-dir", err)
+	}
+	var servingInfo *genericapiserver.SecureServingInfo
+	if err := cfg.SecureServing.ApplyTo(&servingInfo); err != nil {
+		return nil, fmt.Errorf("serving on %s:%d: %w; choose a free --secure-port (or --secure-port=0 to turn serving off) or another --bind-address",
+			cfg.SecureServing.BindAddress, cfg.SecureServing.BindPort, err)
+	}
+	var authn genericapiserver.AuthenticationInfo
+	if err := cfg.Authentication.ApplyTo(&authn, servingInfo, nil); err != nil {
+		_ = servingInfo.Listener.Close()
+		return nil, fmt.Errorf("setting up delegated authentication: %w; check --authentication-kubeconfig (it must be allowed to "+
+			"create tokenreviews and read configmap kube-system/extension-apiserver-authentication), or set --client-ca-file "+
+			"and --requestheader-client-ca-file, or --authentication-skip-lookup", err)
+	}
+	var authz genericapiserver.AuthorizationInfo
+	if err := cfg.Authorization.ApplyTo(&authz); err != nil {
+		_ = servingInfo.Listener.Close()
+		return nil, fmt.Errorf("setting up delegated authorization: %w; check --authorization-kubeconfig", err)
+	}
+
+	s := &server{stopCh: make(chan struct{})}
+	stopped, _, err := servingInfo.Serve(newServingChain(handler, &authn, &authz), servingShutdownTimeout, s.stopCh)
 	if err != nil {
-		return nil, fmt.Errorf("listening on %s: %w; choose a free --port (or --port=0 to turn serving off) or another --bind-address", addr, err)
+		_ = servingInfo.Listener.Close()
+		return nil, fmt.Errorf("serving HTTPS on %s: %w", servingInfo.Listener.Addr(), err)
 	}
-	s := &server{
-		srv: &http.Server{
-			Handler:           handler,
-			ReadHeaderTimeout: 10 * time.Second,
-			// Requests carry the process logger, for the health handlers' logs.
-			BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-		},
-		done: make(chan struct{}),
-	}
-	go func() {
-		defer close(s.done)
-		if err := s.srv.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error(err, "Serving stopped", "address", addr)
-		}
-	}()
-	logger.Info("Serving health, metrics and debug endpoints", "address", listener.Addr().String())
+	s.stopped = stopped
+	logger.Info("Serving health, metrics, debug, statusz and flagz endpoints over HTTPS", "address", servingInfo.Listener.Addr().String())
 	return s, nil
 }
 
-// stop lets in-flight requests finish for up to five seconds, then closes the server and
-// waits for it.
+// stop lets in-flight requests finish for up to servingShutdownTimeout, then closes
+// the server and waits for it.
 func (s *server) stop() {
 	if s == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := s.srv.Shutdown(ctx); err != nil {
-		_ = s.srv.Close()
-	}
-	<-s.done
+	close(s.stopCh)
+	<-s.stopped
 }

@@ -373,7 +373,7 @@ func TestProbesHitHealthEndpointsOnTheServingPort(t *testing.T) {
 	for name, spec := range podsUnderTest(t) {
 		t.Run(name, func(t *testing.T) {
 			c := spec.Containers[0]
-			port := mustFlag(t, c, "port")
+			port := mustFlag(t, c, "secure-port")
 			for _, probe := range []struct {
 				kind  string
 				probe *corev1.Probe
@@ -390,11 +390,11 @@ func TestProbesHitHealthEndpointsOnTheServingPort(t *testing.T) {
 				if get.Path != probe.path {
 					t.Errorf("%s probe path = %q, want %q", probe.kind, get.Path, probe.path)
 				}
-				if get.Scheme != "" && get.Scheme != corev1.URISchemeHTTP {
-					t.Errorf("%s probe scheme = %q: mini-kcm serves plain HTTP", probe.kind, get.Scheme)
+				if get.Scheme != corev1.URISchemeHTTPS {
+					t.Errorf("%s probe scheme = %q: mini-kcm serves HTTPS only", probe.kind, get.Scheme)
 				}
 				if got := servingPort(t, c, get.Port); port != strconv.Itoa(int(got)) {
-					t.Errorf("%s probe port %d is not --port=%s", probe.kind, got, port)
+					t.Errorf("%s probe port %d is not --secure-port=%s", probe.kind, got, port)
 				}
 			}
 		})
@@ -431,15 +431,22 @@ func TestStaticPodServesOnLoopbackBesideKubeControllerManager(t *testing.T) {
 		t.Errorf("--bind-address = %s on the host network, want 127.0.0.1", addr)
 	}
 	// Ports of kube-controller-manager, cloud-controller-manager and kube-scheduler.
-	if port := mustFlag(t, c, "port"); slices.Contains([]string{"10257", "10258", "10259"}, port) {
-		t.Errorf("--port=%s collides with a control-plane component on the host network", port)
+	if port := mustFlag(t, c, "secure-port"); slices.Contains([]string{"10257", "10258", "10259"}, port) {
+		t.Errorf("--secure-port=%s collides with a control-plane component on the host network", port)
+	}
+	// Without an in-cluster configuration, empty delegation kubeconfigs would turn
+	// authentication off: everything but the health endpoints would answer 403.
+	kubeconfig := mustFlag(t, c, "kubeconfig")
+	for _, flag := range []string{"authentication-kubeconfig", "authorization-kubeconfig"} {
+		if got := mustFlag(t, c, flag); got != kubeconfig {
+			t.Errorf("--%s=%s, want the pod's --kubeconfig %s", flag, got, kubeconfig)
+		}
 	}
 	for _, probe := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
 		if probe != nil && probe.HTTPGet != nil && probe.HTTPGet.Host != "127.0.0.1" {
 			t.Errorf("probe %s must target host 127.0.0.1, the only address served", probe.HTTPGet.Path)
 		}
 	}
-	kubeconfig := mustFlag(t, c, "kubeconfig")
 	if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
 		return m.MountPath == kubeconfig && m.ReadOnly
 	}) {

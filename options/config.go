@@ -3,7 +3,9 @@ package options
 import (
 	"time"
 
+	apiserveroptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/client-go/rest"
+	cliflag "k8s.io/component-base/cli/flag"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
 )
@@ -32,12 +34,19 @@ type Config struct {
 	Serving ServingConfig
 }
 
-// ServingConfig configures the health, metrics and debug endpoint.
+// ServingConfig configures the HTTPS endpoint. The app applies the options (listens,
+// loads or generates the certificate, builds the delegating authenticator and
+// authorizer) when serving starts, because the authenticator may read its
+// configuration from the apiserver, which this package never contacts.
 type ServingConfig struct {
-	// BindAddress is the IP address to listen on.
-	BindAddress string
-	// Port is the TCP port; 0 means no serving.
-	Port int
+	// SecureServing is where and how to listen; BindPort 0 means no serving.
+	SecureServing *apiserveroptions.SecureServingOptions
+	// Authentication delegates authentication to the apiserver.
+	Authentication *apiserveroptions.DelegatingAuthenticationOptions
+	// Authorization delegates authorization to the apiserver.
+	Authorization *apiserveroptions.DelegatingAuthorizationOptions
 	// EnableProfiling serves /debug/pprof.
 	EnableProfiling bool
+	// Flags are every flag of the command, for /flagz.
+	Flags cliflag.NamedFlagSets
 }

@@ -29,6 +29,9 @@ type Options struct {
 	Controllers map[string]controllers.Options
 	// Logs is component-base's logging configuration (-v, --logging-format, ...).
 	Logs *logsapi.LoggingConfiguration
+
+	// flagSets are the flags Flags returned, which /flagz lists with their values.
+	flagSets cliflag.NamedFlagSets
 }
 
 // NewOptions returns the options with their defaults.
@@ -50,7 +53,7 @@ func (o *Options) Flags(reg *controllers.Registry) cliflag.NamedFlagSets {
 	o.Generic.AddFlags(fss.FlagSet("generic"), reg)
 	o.FeatureGates.AddFlags(fss.FlagSet("generic"))
 	o.LeaderElection.AddFlags(fss.FlagSet("leader election"))
-	o.Serving.AddFlags(fss.FlagSet("serving"))
+	o.Serving.AddFlags(fss.FlagSet("secure serving"), fss.FlagSet("authentication"), fss.FlagSet("authorization"))
 	// One section per controller, named after it, as kube-controller-manager does.
 	for _, name := range o.controllerNames(reg) {
 		o.Controllers[name].AddFlags(fss.FlagSet(name))
@@ -62,6 +65,7 @@ func (o *Options) Flags(reg *controllers.Registry) cliflag.NamedFlagSets {
 	// version). Its value is a process-wide global of verflag's, read by the command.
 	verflag.AddFlags(misc)
 	misc.BoolP("help", "h", false, "help for mini-kcm")
+	o.flagSets = fss
 	return fss
 }
 
@@ -97,9 +101,11 @@ func (o *Options) Config(reg *controllers.Registry) (*Config, error) {
 		UseServiceAccountCredentials: o.Generic.UseServiceAccountCredentials,
 		LeaderElection:               *o.LeaderElection,
 		Serving: ServingConfig{
-			BindAddress:     o.Serving.BindAddress,
-			Port:            o.Serving.Port,
+			SecureServing:   o.Serving.SecureServing,
+			Authentication:  o.Serving.Authentication,
+			Authorization:   o.Serving.Authorization,
 			EnableProfiling: o.Debugging.EnableProfiling,
+			Flags:           o.flagSets,
 		},
 	}
 	c.Controllers.Options = map[string]controllers.Options{}

@@ -102,8 +102,21 @@ func TestDefaultsMatchKubeControllerManager(t *testing.T) {
 	if cfg.MinResyncPeriod != 12*time.Hour || cfg.ControllerShutdownTimeout != 10*time.Second {
 		t.Errorf("min resync %s, shutdown timeout %s", cfg.MinResyncPeriod, cfg.ControllerShutdownTimeout)
 	}
-	if want := (ServingConfig{BindAddress: "0.0.0.0", Port: 10257, EnableProfiling: true}); cfg.Serving != want {
-		t.Errorf("serving = %+v, want %+v", cfg.Serving, want)
+	s := cfg.Serving
+	if s.SecureServing.BindAddress.String() != "0.0.0.0" || s.SecureServing.BindPort != 10257 || !s.EnableProfiling ||
+		s.SecureServing.ServerCert.CertDirectory != "" || s.SecureServing.ServerCert.CertKey.CertFile != "" {
+		t.Errorf("serving = %+v, want HTTPS on 0.0.0.0:10257, an in-memory certificate, profiling", s.SecureServing)
+	}
+	if !reflect.DeepEqual(s.Authorization.AlwaysAllowPaths, []string{"/healthz", "/readyz", "/livez"}) ||
+		!reflect.DeepEqual(s.Authorization.AlwaysAllowGroups, []string{"system:masters"}) {
+		t.Errorf("always allowed paths %q and groups %q, want upstream's", s.Authorization.AlwaysAllowPaths, s.Authorization.AlwaysAllowGroups)
+	}
+	if s.Authentication.RemoteKubeConfigFile != "" || !s.Authentication.RemoteKubeConfigFileOptional ||
+		s.Authorization.RemoteKubeConfigFile != "" || !s.Authorization.RemoteKubeConfigFileOptional {
+		t.Errorf("delegation kubeconfigs must default to empty and optional (in-cluster if there is one), as upstream's")
+	}
+	if s.Flags.FlagSets["secure serving"].Lookup("secure-port") == nil {
+		t.Errorf("the config does not carry the flags for /flagz")
 	}
 }
 
@@ -115,7 +128,8 @@ func TestFlagsAreAppliedToConfig(t *testing.T) {
 		"--controllers=*,-endpoint", "--concurrent-replicaset-syncs=2", "--concurrent-deployment-syncs=3",
 		"--concurrent-endpoint-syncs=4", "--endpoint-updates-batch-period=500ms",
 		"--min-resync-period=1h", "--controller-shutdown-timeout=30s",
-		"--leader-elect=false", "--port=0", "--bind-address=127.0.0.1", "--profiling=false",
+		"--leader-elect=false", "--secure-port=0", "--bind-address=127.0.0.1", "--profiling=false",
+		"--authentication-kubeconfig=/authn", "--authorization-kubeconfig=/authz", "--authorization-always-allow-paths=/healthz",
 		"--feature-gates=PodDeletionCost=false",
 	).Config(reg)
 	if err != nil {
@@ -143,8 +157,10 @@ func TestFlagsAreAppliedToConfig(t *testing.T) {
 	if cfg.LeaderElection.LeaderElect || cfg.MinResyncPeriod != time.Hour || cfg.ControllerShutdownTimeout != 30*time.Second {
 		t.Errorf("config = %+v", cfg)
 	}
-	if want := (ServingConfig{BindAddress: "127.0.0.1", Port: 0}); cfg.Serving != want {
-		t.Errorf("serving = %+v, want %+v", cfg.Serving, want)
+	if s := cfg.Serving; s.SecureServing.BindAddress.String() != "127.0.0.1" || s.SecureServing.BindPort != 0 || s.EnableProfiling ||
+		s.Authentication.RemoteKubeConfigFile != "/authn" || s.Authorization.RemoteKubeConfigFile != "/authz" ||
+		!reflect.DeepEqual(s.Authorization.AlwaysAllowPaths, []string{"/healthz"}) {
+		t.Errorf("serving = %+v %+v %+v", s.SecureServing, s.Authentication, s.Authorization)
 	}
 }
 
@@ -189,12 +205,14 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 			[]string{"--leader-elect-lease-duration must be greater than 0, got 0s",
 				"--leader-elect-renew-deadline must be greater than 0, got -1s",
 				"--leader-elect-retry-period must be greater than 0, got 0s"}},
-		{"bad bind address", []string{"--bind-address=localhost"},
-			[]string{`--bind-address must be an IP address such as 0.0.0.0 or 127.0.0.1, got "localhost"`}},
-		{"port too high", []string{"--port=65536"}, []string{"--port must be between 0 and 65535 (0 turns serving off), got 65536"}},
-		{"negative port", []string{"--port=-1"}, []string{"--port must be between 0 and 65535 (0 turns serving off), got -1"}},
-		{"several at once", []string{"--port=-1", "--kube-api-burst=0", "--controllers=foo"},
-			[]string{"--kube-api-burst", `"foo" is not in the list`, "--port"}},
+		{"secure port too high", []string{"--secure-port=65536"}, []string{"--secure-port 65536 must be between"}},
+		{"negative secure port", []string{"--secure-port=-1"}, []string{"--secure-port -1 must be between 0 and 65535, inclusive. 0 for turning off secure port"}},
+		{"the removed insecure port", []string{"--port=10252"},
+			[]string{"--port=10252: the plain-HTTP port was removed; mini-kcm serves HTTPS with authentication on --secure-port (default 10257, 0 turns serving off): replace --port with --secure-port"}},
+		{"a certificate without its key", []string{"--tls-cert-file=/tls.crt"},
+			[]string{`--tls-cert-file="/tls.crt" and --tls-private-key-file="": give both (a certificate and its key) or neither (a self-signed certificate)`}},
+		{"several at once", []string{"--secure-port=-1", "--kube-api-burst=0", "--controllers=foo"},
+			[]string{"--kube-api-burst", `"foo" is not in the list`, "--secure-port"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -286,8 +304,8 @@ func TestNoKubeconfigOutsideAPodAsksForOne(t *testing.T) {
 func TestConfigReturnsAggregatedValidationErrors(t *testing.T) {
 	reg := testRegistry(t)
 	kubeconfig := writeFile(t, "kubeconfig", validKubeconfig)
-	_, err := parse(t, reg, "--kubeconfig", kubeconfig, "--port=-1", "--controllers=foo").Config(reg)
-	if err == nil || !strings.HasPrefix(err.Error(), "[") || !strings.Contains(err.Error(), "--port") ||
+	_, err := parse(t, reg, "--kubeconfig", kubeconfig, "--secure-port=-1", "--controllers=foo").Config(reg)
+	if err == nil || !strings.HasPrefix(err.Error(), "[") || !strings.Contains(err.Error(), "--secure-port") ||
 		!strings.Contains(err.Error(), `"foo"`) {
 		t.Errorf("error = %v, want both problems in one aggregate", err)
 	}
@@ -298,7 +316,9 @@ func TestFlagsAreGroupedInSections(t *testing.T) {
 	want := map[string][]string{
 		"generic":               {"kubeconfig", "master", "kube-api-qps", "kube-api-burst", "kube-api-content-type", "controllers", "min-resync-period", "controller-shutdown-timeout", "controller-sync-stuck-threshold", "feature-gates"},
 		"leader election":       {"leader-elect", "leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period", "leader-elect-resource-lock", "leader-elect-resource-name", "leader-elect-resource-namespace"},
-		"serving":               {"bind-address", "port"},
+		"secure serving":        {"bind-address", "secure-port", "cert-dir", "tls-cert-file", "tls-private-key-file", "tls-min-version", "tls-cipher-suites"},
+		"authentication":        {"authentication-kubeconfig", "client-ca-file", "requestheader-client-ca-file", "authentication-skip-lookup"},
+		"authorization":         {"authorization-kubeconfig", "authorization-always-allow-paths"},
 		"replicaset-controller": {"concurrent-replicaset-syncs"},
 		"deployment-controller": {"concurrent-deployment-syncs"},
 		"endpoints-controller":  {"concurrent-endpoint-syncs", "endpoint-updates-batch-period"},

@@ -1,45 +1,102 @@
 package options
 
 import (
+	"errors"
 	"fmt"
-	"net"
+	"strconv"
 
 	"github.com/spf13/pflag"
+	apiserveroptions "k8s.io/apiserver/pkg/server/options"
 )
 
-// ServingOptions holds the flags of the health, metrics and debug endpoint.
+// SecurePort is kube-controller-manager's serving port (k8s.io/cloud-provider's
+// ports.KubeControllerManagerPort), which mini-kcm keeps so that operators' probes,
+// network policies and scrape configs work unchanged.
+const SecurePort = 10257
+
+// ServingOptions holds the flags of the HTTPS endpoint (health, metrics, debug, statusz,
+// flagz): where it listens and with which certificate, and how it authenticates and
+// authorizes its clients. The three parts are k8s.io/apiserver's, configured as
+// kube-controller-manager configures them, so every flag keeps upstream's name,
+// default and help text.
 type ServingOptions struct {
-	// BindAddress is the IP address to listen on.
-	BindAddress string
-	// Port is the TCP port; 0 turns serving off.
-	Port int
+	// SecureServing is --secure-port, --bind-address, --cert-dir, --tls-*.
+	SecureServing *apiserveroptions.SecureServingOptions
+	// Authentication is --authentication-kubeconfig, --client-ca-file,
+	// --requestheader-*, --authentication-skip-lookup, ...: TokenReview, client
+	// certificates and front-proxy headers, delegated to the apiserver.
+	Authentication *apiserveroptions.DelegatingAuthenticationOptions
+	// Authorization is --authorization-kubeconfig, --authorization-always-allow-paths,
+	// ...: SubjectAccessReview delegated to the apiserver, with /healthz, /readyz and
+	// /livez always allowed and system:masters allowed everything.
+	Authorization *apiserveroptions.DelegatingAuthorizationOptions
+
+	// removedPort records a use of the removed --port, so that Validate can point at
+	// --secure-port instead of pflag's bare "unknown flag".
+	removedPort removedFlag
 }
 
-// NewServingOptions returns kube-controller-manager's address and port.
+// NewServingOptions returns kube-controller-manager's serving defaults: HTTPS on
+// 0.0.0.0:10257 with an in-memory self-signed certificate, and authentication and
+// authorization kubeconfigs that may be empty (then the in-cluster configuration is
+// used if there is one, and delegation is off otherwise).
 func NewServingOptions() *ServingOptions {
-	return &ServingOptions{BindAddress: "0.0.0.0", Port: 10257}
+	o := &ServingOptions{
+		SecureServing:  apiserveroptions.NewSecureServingOptions(),
+		Authentication: apiserveroptions.NewDelegatingAuthenticationOptions(),
+		Authorization:  apiserveroptions.NewDelegatingAuthorizationOptions(),
+	}
+	o.Authentication.RemoteKubeConfigFileOptional = true
+	o.Authorization.RemoteKubeConfigFileOptional = true
+	// An empty --cert-dir generates the self-signed certificate in memory, as upstream:
+	// nothing is written to disk unless the operator asks for a directory.
+	o.SecureServing.ServerCert.CertDirectory = ""
+	o.SecureServing.ServerCert.PairName = "mini-kcm"
+	o.SecureServing.BindPort = SecurePort
+	return o
 }
 
-// AddFlags adds the serving flags to fs.
-func (o *ServingOptions) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress,
-		"The IP address on which to serve /healthz, /livez, /readyz, /metrics and /debug/pprof (plain HTTP). "+
-			"0.0.0.0 serves on all interfaces, so probes and Prometheus can reach it; 127.0.0.1 keeps it local.")
-	fs.IntVar(&o.Port, "port", o.Port,
-		"The port on which to serve the health, metrics and debug endpoints. 0 turns serving off, and with it "+
-			"health probes and metrics.")
+// AddFlags adds the serving flags to the three sections kube-controller-manager uses.
+func (o *ServingOptions) AddFlags(secureServing, authentication, authorization *pflag.FlagSet) {
+	o.SecureServing.AddFlags(secureServing)
+	o.Authentication.AddFlags(authentication)
+	o.Authorization.AddFlags(authorization)
+	secureServing.Var(&o.removedPort, "port", "Removed: mini-kcm serves only HTTPS; use --secure-port.")
+	_ = secureServing.MarkHidden("port")
 }
 
-// Validate checks the address and the port.
+// Validate checks the serving flags and rejects the removed --port.
 func (o *ServingOptions) Validate() []error {
 	var errs []error
-	if net.ParseIP(o.BindAddress) == nil {
-		errs = append(errs, fmt.Errorf("--bind-address must be an IP address such as 0.0.0.0 or 127.0.0.1, got %q", o.BindAddress))
+	if o.removedPort.set {
+		errs = append(errs, fmt.Errorf("--port=%s: the plain-HTTP port was removed; mini-kcm serves HTTPS with authentication "+
+			"on --secure-port (default %d, 0 turns serving off): replace --port with --secure-port", o.removedPort.value, SecurePort))
 	}
-	if o.Port < 0 || o.Port > 65535 {
-		errs = append(errs, fmt.Errorf("--port must be between 0 and 65535 (0 turns serving off), got %d", o.Port))
+	errs = append(errs, o.SecureServing.Validate()...)
+	errs = append(errs, o.Authentication.Validate()...)
+	errs = append(errs, o.Authorization.Validate()...)
+	if cert, key := o.SecureServing.ServerCert.CertKey.CertFile, o.SecureServing.ServerCert.CertKey.KeyFile; (cert == "") != (key == "") {
+		errs = append(errs, fmt.Errorf("--tls-cert-file=%q and --tls-private-key-file=%q: give both (a certificate and its key) or neither "+
+			"(a self-signed certificate)", cert, key))
 	}
 	return errs
+}
+
+// removedFlag is the value of a flag that no longer works: it accepts any value and
+// remembers it, for an error message that names the replacement.
+type removedFlag struct {
+	set   bool
+	value string
+}
+
+func (f *removedFlag) String() string { return f.value }
+func (f *removedFlag) Type() string   { return "removed" }
+func (f *removedFlag) Set(v string) error {
+	if _, err := strconv.Atoi(v); err != nil {
+		return errors.New("this flag was removed; use --secure-port")
+	}
+	f.set, f.value = true, v
+	return nil
 }
 
 // DebuggingOptions holds the flags of the debug handlers.
@@ -48,7 +105,8 @@ type DebuggingOptions struct {
 	EnableProfiling bool
 }
 
-// NewDebuggingOptions returns upstream's default: profiling on.
+// NewDebuggingOptions returns upstream's default: profiling on. It is safe because
+// /debug/pprof is authorized like every path but the health endpoints.
 func NewDebuggingOptions() *DebuggingOptions {
 	return &DebuggingOptions{EnableProfiling: true}
 }
@@ -56,6 +114,6 @@ func NewDebuggingOptions() *DebuggingOptions {
 // AddFlags adds the debugging flags to fs.
 func (o *DebuggingOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.EnableProfiling, "profiling", o.EnableProfiling,
-		"Enable profiling via web interface host:port/debug/pprof/. Useful to diagnose CPU and memory use; "+
-			"turn it off where the serving port is reachable by untrusted clients.")
+		"Enable profiling via web interface host:port/debug/pprof/. Requests are authorized like /metrics "+
+			"(get on the non-resource URL /debug/pprof/*), so only callers granted it can read profiles.")
 }

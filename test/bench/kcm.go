@@ -63,7 +63,8 @@ type controllerManager struct {
 	// user is the client-certificate user it authenticates as.
 	user    string
 	process *controlplane.Process
-	// debugURL serves /debug/pprof (https with a self-signed certificate for upstream).
+	// debugURL serves /debug/pprof over HTTPS, with a certificate of the control
+	// plane's CA.
 	debugURL string
 }
 
@@ -88,26 +89,23 @@ func startControllerManager(cp *controlplane.ControlPlane, impl Implementation, 
 	}
 	switch impl {
 	case Upstream:
-		args = append(args,
-			// One identity for all controllers, as mini-kcm has, so that the audit log
-			// attributes every request to one user.
-			"--use-service-account-credentials=false",
-			// Both serve their debug endpoints, so that both can be profiled alike. The
-			// secure port of upstream lets anyone read the profiles here without
-			// delegated authentication, which a loopback-only test cluster can afford.
-			"--bind-address=127.0.0.1",
-			"--secure-port="+strconv.Itoa(port),
-			"--cert-dir="+filepath.Join(logDir, "upstream-serving-certs"),
-			"--authentication-skip-lookup=true",
-			"--authorization-always-allow-paths=/healthz,/readyz,/livez,/debug/pprof,/debug/pprof/*",
-		)
-		kcm.debugURL = "https://127.0.0.1:" + strconv.Itoa(port) + "/debug/pprof/"
+		// One identity for all controllers, as mini-kcm has, so that the audit log
+		// attributes every request to one user.
+		args = append(args, "--use-service-account-credentials=false")
 	case MiniKCM:
-		args = append(args, "--bind-address=127.0.0.1", "--port="+strconv.Itoa(port))
-		kcm.debugURL = "http://127.0.0.1:" + strconv.Itoa(port) + "/debug/pprof/"
 	default:
 		return nil, fmt.Errorf("unknown controller manager %q", impl)
 	}
+	// Both serve alike: HTTPS on loopback, delegated authentication and authorization,
+	// and /debug/pprof allowed without credentials so that a phase can be profiled with
+	// a plain curl -k, which a loopback-only test cluster can afford.
+	serving, err := cp.ServingFlags(string(impl), port, kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	args = append(args, serving...)
+	args = append(args, "--authorization-always-allow-paths=/healthz,/readyz,/livez,/debug/pprof,/debug/pprof/*")
+	kcm.debugURL = "https://127.0.0.1:" + strconv.Itoa(port) + "/debug/pprof/"
 	kcm.process, err = controlplane.StartProcess(controlplane.ProcessSpec{
 		Name:    string(impl),
 		Path:    binary,

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -320,7 +319,7 @@ func (d *demo) install(ctx context.Context) error {
 		return err
 	}
 	for _, r := range d.replicas {
-		d.p.info("%-22s http://127.0.0.1:%d/metrics  identity %s  log %s", r, r.port, r.identity, r.logPath)
+		d.p.info("%-22s https://127.0.0.1:%d/metrics  identity %s  log %s", r, r.port, r.identity, r.logPath)
 	}
 	return nil
 }
@@ -341,12 +340,19 @@ func (d *demo) newReplica(ctx context.Context, name string) (*replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{
-		"--kubeconfig=" + kubeconfig,
-		"--bind-address=127.0.0.1",
-		"--port=" + strconv.Itoa(port),
-	}, d.podArgs...)
-	return &replica{name: name, port: port, args: args, binary: d.cfg.binary, logPath: d.cp.LogPath(name), credential: credential}, nil
+	// Serving delegates authentication and authorization with the same token, as a pod
+	// does with its in-cluster configuration.
+	serving, err := d.cp.ServingFlags(name, port, kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	scraper, err := d.cp.ScrapeClient("demo-scraper")
+	if err != nil {
+		return nil, err
+	}
+	args := append(append([]string{"--kubeconfig=" + kubeconfig}, serving...), d.podArgs...)
+	return &replica{name: name, port: port, scraper: scraper, args: args, binary: d.cfg.binary, logPath: d.cp.LogPath(name),
+		credential: credential}, nil
 }
 
 // startReplica starts a replica and records its identity for the Lease watcher.

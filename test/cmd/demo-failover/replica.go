@@ -19,8 +19,10 @@ type replica struct {
 	// name is the pod's name, mini-kcm-0..2; a restarted replica keeps it, as a
 	// StatefulSet's pod does.
 	name string
-	// port serves /metrics and the health endpoints on 127.0.0.1.
+	// port serves /metrics and the health endpoints over HTTPS on 127.0.0.1.
 	port int
+	// scraper reads /metrics as a user in system:masters.
+	scraper *http.Client
 	// args are the full command line, without the binary.
 	args    []string
 	binary  string
@@ -107,11 +109,11 @@ func logSize(path string) int64 {
 func (r *replica) leads(ctx context.Context, lease string) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:"+strconv.Itoa(r.port)+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://127.0.0.1:"+strconv.Itoa(r.port)+"/metrics", nil)
 	if err != nil {
 		return false, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := r.scraper.Do(req)
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", r.name, err)
 	}

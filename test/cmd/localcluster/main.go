@@ -55,8 +55,11 @@ func main() {
 
 // replica is one running mini-kcm.
 type replica struct {
-	name    string
-	port    int
+	name string
+	// port serves HTTPS on 127.0.0.1.
+	port int
+	// scraper reads /metrics as a user in system:masters.
+	scraper *http.Client
 	process *controlplane.Process
 }
 
@@ -113,7 +116,7 @@ func run(binary string, replicaCount, nodes int, dir string) error {
 
 	fmt.Printf("\n>> ready. In another terminal:\n\n   export KUBECONFIG=%s\n   kubectl get deployments,pods,endpoints -o wide\n\n", cp.KubeconfigPath())
 	for _, r := range running {
-		fmt.Printf("   %s  pid %-7d  http://127.0.0.1:%d/metrics  log %s\n", r.name, r.process.Pid(), r.port, r.process.LogPath())
+		fmt.Printf("   %s  pid %-7d  https://127.0.0.1:%d/metrics  log %s\n", r.name, r.process.Pid(), r.port, r.process.LogPath())
 	}
 	fmt.Printf("   control plane logs and audit log: %s\n\n", filepath.Join(cp.Dir(), "logs"))
 
@@ -148,21 +151,24 @@ func startReplica(cp *controlplane.ControlPlane, binary string, i int) (*replica
 	if err != nil {
 		return nil, err
 	}
+	serving, err := cp.ServingFlags(name, port, kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	scraper, err := cp.ScrapeClient("localcluster-scraper")
+	if err != nil {
+		return nil, err
+	}
 	p, err := controlplane.StartProcess(controlplane.ProcessSpec{
-		Name: name,
-		Path: binary,
-		Args: []string{
-			"--kubeconfig=" + kubeconfig,
-			"--bind-address=127.0.0.1",
-			"--port=" + strconv.Itoa(port),
-			"--v=2",
-		},
+		Name:    name,
+		Path:    binary,
+		Args:    append(append([]string{"--kubeconfig=" + kubeconfig}, serving...), "--v=2"),
 		LogPath: filepath.Join(cp.Dir(), "logs", name+".log"),
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &replica{name: name, port: port, process: p}, nil
+	return &replica{name: name, port: port, scraper: scraper, process: p}, nil
 }
 
 // applySample creates a Deployment of three pause pods and a Service selecting them.
@@ -249,11 +255,11 @@ func status(ctx context.Context, client kubernetes.Interface, replicas []*replic
 
 // leads reports whether the replica's metrics say it holds the Lease.
 func leads(ctx context.Context, r *replica) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:"+strconv.Itoa(r.port)+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://127.0.0.1:"+strconv.Itoa(r.port)+"/metrics", nil)
 	if err != nil {
 		return false
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := r.scraper.Do(req)
 	if err != nil {
 		return false
 	}

@@ -105,9 +105,13 @@ func installMiniKCM(t *testing.T, f *framework.Framework) *installation {
 // flags and the ServiceAccount's token. The framework's election timings (a few
 // seconds) stay, since the manifest leaves them at their defaults.
 func (inst *installation) startReplicas(n int) []*framework.Replica {
-	args := append(append([]string{}, inst.podArgs...), "--kubeconfig="+inst.kubeconfig)
+	// In a pod, serving delegates authentication and authorization with the in-cluster
+	// configuration, the ServiceAccount's; here the same token's kubeconfig, so that
+	// the manifests' RBAC must allow the delegation too.
+	args := append(append([]string{}, inst.podArgs...), "--kubeconfig="+inst.kubeconfig,
+		"--authentication-kubeconfig="+inst.kubeconfig, "--authorization-kubeconfig="+inst.kubeconfig)
 	// The framework issues each replica a client certificate; an empty group list
-	// makes it powerless, and --kubeconfig above replaces it anyway.
+	// makes it powerless, and the kubeconfigs above replace it anyway.
 	replicas := inst.f.StartReplicas(n, framework.ReplicaOptions{Args: args, Groups: []string{}})
 	// The manifest's Lease is shared by every test of the suite, unlike the per-test
 	// Lease the framework cleans up: stop this test's replicas, then delete it, so

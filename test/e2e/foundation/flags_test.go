@@ -81,7 +81,7 @@ func TestBadConfigurationExitsOneWithAClearMessage(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			// Serving is off so that no case ever races another for a port.
-			res := framework.RunMiniKCM(t, 20*time.Second, append(tt.args, "--port=0")...)
+			res := framework.RunMiniKCM(t, 20*time.Second, append(tt.args, "--secure-port=0")...)
 			if res.ExitCode != 1 {
 				t.Errorf("exit code %d, want 1; output:\n%s", res.ExitCode, res.Output)
 			}

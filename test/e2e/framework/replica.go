@@ -40,7 +40,8 @@ type Replica struct {
 	// Name is unique within the suite, e.g. "mini-kcm-replica-3"; it is also the user
 	// the replica authenticates as.
 	Name string
-	// Port serves /healthz, /readyz, /livez and /metrics on 127.0.0.1.
+	// Port serves /healthz, /readyz, /livez, /metrics and the rest over HTTPS on
+	// 127.0.0.1, with a certificate signed by the control plane's CA.
 	Port int
 	// Kubeconfig is the replica's own kubeconfig.
 	Kubeconfig string
@@ -48,6 +49,9 @@ type Replica struct {
 	Args []string
 
 	process *controlplane.Process
+	// scraper reads the HTTPS endpoint as a user in system:masters, which the
+	// replica's authorizer allows everything.
+	scraper *http.Client
 }
 
 // replicaCounter numbers replicas across the suite, so user names and log files never
@@ -82,18 +86,26 @@ func (f *Framework) StartReplica(opts ReplicaOptions) *Replica {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	args := append([]string{
-		"--kubeconfig=" + kubeconfig,
-		"--bind-address=127.0.0.1",
-		"--port=" + strconv.Itoa(port),
+	// Serving delegates authentication and authorization as the replica's own user,
+	// as a pod does with its ServiceAccount.
+	serving, err := f.ControlPlane.ServingFlags(name, port, kubeconfig)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	scraper, err := f.ControlPlane.ScrapeClient("e2e-scraper")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	args := append(append([]string{"--kubeconfig=" + kubeconfig}, serving...),
 		"--leader-elect=true",
-		"--leader-elect-resource-namespace=" + f.LeaseNamespace,
-		"--leader-elect-resource-name=" + f.LeaseName,
-		"--leader-elect-lease-duration=" + LeaseDuration.String(),
-		"--leader-elect-renew-deadline=" + RenewDeadline.String(),
-		"--leader-elect-retry-period=" + RetryPeriod.String(),
+		"--leader-elect-resource-namespace="+f.LeaseNamespace,
+		"--leader-elect-resource-name="+f.LeaseName,
+		"--leader-elect-lease-duration="+LeaseDuration.String(),
+		"--leader-elect-renew-deadline="+RenewDeadline.String(),
+		"--leader-elect-retry-period="+RetryPeriod.String(),
 		"--v=2",
-	}, opts.Args...)
+	)
+	args = append(args, opts.Args...)
 	p, err := controlplane.StartProcess(controlplane.ProcessSpec{
 		Name:    name,
 		Path:    binary,
@@ -103,7 +115,7 @@ func (f *Framework) StartReplica(opts ReplicaOptions) *Replica {
 	if err != nil {
 		f.t.Fatalf("starting %s: %v", name, err)
 	}
-	r := &Replica{Name: name, Port: port, Kubeconfig: kubeconfig, Args: args, process: p}
+	r := &Replica{Name: name, Port: port, Kubeconfig: kubeconfig, Args: args, process: p, scraper: scraper}
 	f.replicas = append(f.replicas, r)
 	suite.live.Store(r, struct{}{})
 	return r
@@ -150,17 +162,27 @@ func (r *Replica) Logs() string {
 	return string(data)
 }
 
-// Get requests path (e.g. "/readyz?verbose") from the replica's HTTP endpoint and
-// returns the status code and body.
+// URL returns the HTTPS address of path (e.g. "/readyz?verbose") on the replica.
+func (r *Replica) URL(path string) string {
+	return "https://127.0.0.1:" + strconv.Itoa(r.Port) + path
+}
+
+// Get requests path (e.g. "/readyz?verbose") from the replica's HTTPS endpoint as a
+// user in system:masters and returns the status code and body.
 func (r *Replica) Get(path string) (int, string, error) {
+	return r.GetWith(r.scraper, path)
+}
+
+// GetWith requests path from the replica's HTTPS endpoint with client, e.g. one
+// without a client certificate or with another user's.
+func (r *Replica) GetWith(client *http.Client, path string) (int, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	url := "http://127.0.0.1:" + strconv.Itoa(r.Port) + path
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.URL(path), nil)
 	if err != nil {
 		return 0, "", err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return 0, "", fmt.Errorf("%s: GET %s: %w", r.Name, path, err)
 	}

@@ -74,7 +74,7 @@ func TestUnreachableAPIServerAtStartRetriesWithBackoffThenExitsOne(t *testing.T)
 			// No leader election takes place, so the cases can share the time.
 			t.Parallel()
 			begin := time.Now()
-			res := framework.RunMiniKCM(t, time.Minute, "--kubeconfig="+tt.kubeconfig, "--port=0", "--v=2",
+			res := framework.RunMiniKCM(t, time.Minute, "--kubeconfig="+tt.kubeconfig, "--secure-port=0", "--v=2",
 				"--leader-elect-resource-name=ha-startup")
 			took := time.Since(begin)
 			if res.ExitCode != 1 {

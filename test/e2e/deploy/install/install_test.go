@@ -24,8 +24,9 @@ func TestKustomizationFilesFollowsDirectoriesInOrder(t *testing.T) {
 		rel = append(rel, r)
 	}
 	want := []string{"rbac/controller-manager.yaml", "rbac/leader-election-role.yaml", "rbac/token-requests.yaml",
-		"rbac/deployment-controller.yaml", "rbac/endpoints-controller.yaml", "rbac/replicaset-controller.yaml", "serviceaccount.yaml",
-		"rolebindings.yaml", "service.yaml", "statefulset.yaml", "poddisruptionbudget.yaml"}
+		"rbac/serving.yaml", "rbac/deployment-controller.yaml", "rbac/endpoints-controller.yaml",
+		"rbac/endpointslice-controller.yaml", "rbac/replicaset-controller.yaml", "serviceaccount.yaml",
+		"rolebindings.yaml", "service.yaml", "statefulset.yaml", "poddisruptionbudget.yaml", "networkpolicy.yaml"}
 	if !slices.Equal(rel, want) {
 		t.Errorf("files = %v, want %v", rel, want)
 	}
@@ -95,8 +96,9 @@ func TestContainerArgsReadsTheStatefulSetsFlags(t *testing.T) {
 }
 
 func TestWithoutPodOnlyFlagsDropsServingAndKubeconfigFlagsOnly(t *testing.T) {
-	got := WithoutPodOnlyFlags([]string{"--controllers=*", "--bind-address=0.0.0.0", "--port=10257",
-		"--kubeconfig=/in/pod", "--portal=x", "--v=2"})
+	got := WithoutPodOnlyFlags([]string{"--controllers=*", "--bind-address=0.0.0.0", "--secure-port=10257",
+		"--kubeconfig=/in/pod", "--authentication-kubeconfig=/a", "--authorization-kubeconfig=/b", "--tls-cert-file=/c",
+		"--tls-private-key-file=/d", "--cert-dir=/e", "--portal=x", "--v=2"})
 	want := []string{"--controllers=*", "--portal=x", "--v=2"}
 	if !slices.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)

@@ -36,14 +36,16 @@ func ContainerArgs(manifests []Manifest, statefulSet, container string) ([]strin
 }
 
 // podOnlyFlags are the container flags that only make sense inside a pod: serving on
-// the pod's own IP and a fixed port, and the in-cluster configuration (no --kubeconfig).
-// Local processes share one host, so each serves on loopback and a free port of its own
-// and names its kubeconfig.
-var podOnlyFlags = []string{"bind-address", "port", "kubeconfig"}
+// the pod's own IP and a fixed port with the pod's certificate, and the in-cluster
+// configuration (no --kubeconfig, no --authentication-kubeconfig or
+// --authorization-kubeconfig). Local processes share one host, so each serves on
+// loopback and a free port of its own and names its kubeconfigs.
+var podOnlyFlags = []string{"bind-address", "secure-port", "cert-dir", "tls-cert-file", "tls-private-key-file",
+	"kubeconfig", "authentication-kubeconfig", "authorization-kubeconfig"}
 
 // WithoutPodOnlyFlags returns a container's arguments without the flags that only make
 // sense inside a pod, for a local process that otherwise behaves like the pod; the
-// caller adds its own --kubeconfig, --bind-address and --port.
+// caller adds its own --kubeconfig and serving flags (controlplane.ServingFlags).
 func WithoutPodOnlyFlags(containerArgs []string) []string {
 	var args []string
 	for _, a := range containerArgs {
