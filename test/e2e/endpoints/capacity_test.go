@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
 )
 
 // An Endpoints object holds at most 1000 addresses; a Service with more pods gets 1000
@@ -61,7 +63,7 @@ func TestOverCapacityEndpointsAreTruncatedTo1000Addresses(t *testing.T) {
 	// The 1000 ready pods with the lowest IPs, compared as strings.
 	var ready []*corev1.Pod
 	for _, p := range running {
-		if isReady(p) {
+		if framework.PodReady(p) {
 			ready = append(ready, p)
 		}
 	}
@@ -114,7 +116,7 @@ func compareStrings(a, b string) int {
 func (e *env) waitForAddresses(service string, ready, notReady map[string]bool) *corev1.Endpoints {
 	e.t.Helper()
 	var ep *corev1.Endpoints
-	poll(e.t, 3*convergeTimeout, time.Second, func() error {
+	framework.EventuallyEvery(e.t, 3*convergeTimeout, time.Second, func() error {
 		var err error
 		ep, err = e.Client.CoreV1().Endpoints(e.Namespace).Get(e.ctx, service, metav1.GetOptions{})
 		if err != nil {

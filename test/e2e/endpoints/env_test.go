@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -117,7 +116,7 @@ func (e *env) dumpOnFailure() {
 				break
 			}
 			fmt.Fprintf(&b, "pod %s: node=%q phase=%s ready=%v ip=%s deleting=%v labels=%v\n",
-				p.Name, p.Spec.NodeName, p.Status.Phase, isReady(&p), p.Status.PodIP, p.DeletionTimestamp != nil, p.Labels)
+				p.Name, p.Spec.NodeName, p.Status.Phase, framework.PodReady(&p), p.Status.PodIP, p.DeletionTimestamp != nil, p.Labels)
 		}
 	}
 	e.t.Logf("---- namespace %s ----\n%s", e.Namespace, b.String())
@@ -157,35 +156,7 @@ func toJSON(v any) string {
 	return string(data)
 }
 
-// poll calls check every interval until it returns nil, failing the test with the last
-// error after timeout. framework.Eventually polls every 100ms, which is too often for
-// checks that list hundreds of pods.
-func poll(t testing.TB, timeout, interval time.Duration, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still failing after %v: %v", timeout, err)
-		}
-		time.Sleep(interval)
-	}
-}
-
 // settle waits long enough for the controller to act on an event, where the test must
 // show that it did not. It is never an assertion on how fast the controller is: every
 // negative check is followed by a positive one that proves the controller was running.
 func settle() { time.Sleep(2 * time.Second) }
-
-// isReady reports whether a pod's Ready condition is True, as the controller reads it.
-func isReady(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
 )
 
 // refusal is the message of the admission policy that refuses the controller's writes.
@@ -103,7 +105,7 @@ func (e *env) refuseEndpointsWrites(allow string) (lift func()) {
 	// The apiserver loads policies asynchronously; a dry run shows when it enforces this
 	// one.
 	probe := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: "blocked"}}
-	poll(e.t, convergeTimeout, 200*time.Millisecond, func() error {
+	framework.EventuallyEvery(e.t, convergeTimeout, 200*time.Millisecond, func() error {
 		_, err := e.Client.CoreV1().Endpoints(e.Namespace).Create(e.ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil && strings.Contains(err.Error(), refusal) {
 			return nil
@@ -118,7 +120,7 @@ func (e *env) refuseEndpointsWrites(allow string) (lift func()) {
 // apiserver's refusal.
 func (e *env) waitForWarning(name, reason, prefix string) {
 	e.t.Helper()
-	poll(e.t, convergeTimeout, 500*time.Millisecond, func() error {
+	framework.EventuallyEvery(e.t, convergeTimeout, 500*time.Millisecond, func() error {
 		events, err := e.Client.CoreV1().Events(e.Namespace).List(e.ctx, metav1.ListOptions{})
 		if err != nil {
 			return err

@@ -12,6 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
 )
 
 // managedByLabel and managedByValue mark the Endpoints the controller writes; the value
@@ -91,7 +93,7 @@ func (e *env) waitForEndpoints(service string, want ...string) *corev1.Endpoints
 	e.t.Helper()
 	slices.Sort(want)
 	var ep *corev1.Endpoints
-	poll(e.t, convergeTimeout, 200*time.Millisecond, func() error {
+	framework.EventuallyEvery(e.t, convergeTimeout, 200*time.Millisecond, func() error {
 		var err error
 		ep, err = e.Client.CoreV1().Endpoints(e.Namespace).Get(e.ctx, service, metav1.GetOptions{})
 		if err != nil {
@@ -220,7 +222,7 @@ func (e *env) expectNoEndpoints(service string) {
 // waitForNoEndpoints waits until the Service's Endpoints are gone.
 func (e *env) waitForNoEndpoints(service string) {
 	e.t.Helper()
-	poll(e.t, convergeTimeout, 200*time.Millisecond, func() error {
+	framework.EventuallyEvery(e.t, convergeTimeout, 200*time.Millisecond, func() error {
 		ep, err := e.Client.CoreV1().Endpoints(e.Namespace).Get(e.ctx, service, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil

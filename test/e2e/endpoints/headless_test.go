@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
 )
 
 // A headless Service's Endpoints carry the service.kubernetes.io/headless label, which
@@ -75,7 +77,7 @@ func TestHeadlessServiceEndpointsCarryHostnamesAndTheHeadlessLabel(t *testing.T)
 	if _, err := e.Client.CoreV1().Services(e.Namespace).Patch(e.ctx, "db", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, convergeTimeout, 200*time.Millisecond, func() error {
+	framework.EventuallyEvery(t, convergeTimeout, 200*time.Millisecond, func() error {
 		ep, err := e.Client.CoreV1().Endpoints(e.Namespace).Get(e.ctx, "db", metav1.GetOptions{})
 		if err != nil {
 			return err

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
+
+	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
 )
 
 // holdFinalizer keeps a deleted pod terminating: KWOK removes deleted pods only once
@@ -107,7 +109,7 @@ func (e *env) runPods(pods ...*corev1.Pod) map[string]*corev1.Pod {
 func (e *env) waitForRunningPods(names ...string) map[string]*corev1.Pod {
 	e.t.Helper()
 	running := map[string]*corev1.Pod{}
-	poll(e.t, 3*convergeTimeout, 500*time.Millisecond, func() error {
+	framework.EventuallyEvery(e.t, 3*convergeTimeout, 500*time.Millisecond, func() error {
 		list, err := e.Client.CoreV1().Pods(e.Namespace).List(e.ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
@@ -119,7 +121,7 @@ func (e *env) waitForRunningPods(names ...string) map[string]*corev1.Pod {
 		var waiting []string
 		for _, name := range names {
 			p := byName[name]
-			if p == nil || p.Status.Phase != corev1.PodRunning || !isReady(p) || p.Status.PodIP == "" {
+			if p == nil || p.Status.Phase != corev1.PodRunning || !framework.PodReady(p) || p.Status.PodIP == "" {
 				waiting = append(waiting, name)
 				continue
 			}

@@ -38,7 +38,7 @@ func TestEndpointsAreTheOnesKubeControllerManagerWrites(t *testing.T) {
 	}
 	kcm := e.startKubeControllerManager()
 	var theirs map[string]*corev1.Endpoints
-	poll(t, startTimeout, 500*time.Millisecond, func() error {
+	framework.EventuallyEvery(t, startTimeout, 500*time.Millisecond, func() error {
 		theirs = e.endpointsByName()
 		for name, ep := range ours {
 			if theirs[name] == nil {
@@ -64,7 +64,7 @@ func TestEndpointsAreTheOnesKubeControllerManagerWrites(t *testing.T) {
 	kcm.Kill()
 	mark := e.auditMark()
 	e.startReplica()
-	poll(t, startTimeout, 500*time.Millisecond, func() error {
+	framework.EventuallyEvery(t, startTimeout, 500*time.Millisecond, func() error {
 		// Every Service of the namespace synced, and the default/kubernetes one.
 		m, err := e.replica.Metrics()
 		if err != nil {

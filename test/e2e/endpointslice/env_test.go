@@ -234,7 +234,7 @@ func (e *env) runPods(pods ...*corev1.Pod) {
 			e.t.Fatalf("creating pod %s: %v", p.Name, err)
 		}
 	}
-	poll(e.t, 3*convergeTimeout, 500*time.Millisecond, func() error {
+	framework.EventuallyEvery(e.t, 3*convergeTimeout, 500*time.Millisecond, func() error {
 		list, err := e.Client.CoreV1().Pods(e.Namespace).List(e.ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
@@ -242,7 +242,7 @@ func (e *env) runPods(pods ...*corev1.Pod) {
 		running := map[string]bool{}
 		for i := range list.Items {
 			p := &list.Items[i]
-			running[p.Name] = p.Status.Phase == corev1.PodRunning && isReady(p) && p.Status.PodIP != ""
+			running[p.Name] = p.Status.Phase == corev1.PodRunning && framework.PodReady(p) && p.Status.PodIP != ""
 		}
 		for _, p := range pods {
 			if !running[p.Name] {
@@ -327,7 +327,7 @@ func (e *env) waitForEndpoints(service string, want ...string) []discoveryv1.End
 	e.t.Helper()
 	sort.Strings(want)
 	var got []discoveryv1.EndpointSlice
-	poll(e.t, convergeTimeout, 500*time.Millisecond, func() error {
+	framework.EventuallyEvery(e.t, convergeTimeout, 500*time.Millisecond, func() error {
 		got = e.slicesOf(service)
 		if len(got) == 0 {
 			return fmt.Errorf("service %s has no slices yet", service)
@@ -386,37 +386,10 @@ func isSliceWrite(ev controlplane.AuditEvent, user, namespace string) bool {
 	return false
 }
 
-// poll calls check every interval until it returns nil, failing the test with the last
-// error after timeout.
-func poll(t testing.TB, timeout, interval time.Duration, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still failing after %v: %v", timeout, err)
-		}
-		time.Sleep(interval)
-	}
-}
-
 // settle waits long enough for a controller to act on an event, where the test must
 // show that it did not. It is never an assertion on speed: every negative check is
 // followed by, or preceded by, a positive one that proves the controller was running.
 func settle() { time.Sleep(3 * time.Second) }
-
-// isReady reports whether a pod's Ready condition is True.
-func isReady(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
 
 // toJSON renders v for failure messages.
 func toJSON(v any) string {

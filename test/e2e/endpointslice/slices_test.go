@@ -219,7 +219,7 @@ func TestDeletingAServiceDeletesItsSlicesAndNoOther(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	poll(t, convergeTimeout, 500*time.Millisecond, func() error {
+	framework.EventuallyEvery(t, convergeTimeout, 500*time.Millisecond, func() error {
 		if left := e.slicesOf("gone"); len(left) > 0 {
 			return fmt.Errorf("%d slices of the deleted Service are left", len(left))
 		}

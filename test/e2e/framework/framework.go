@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/mini-kcm/mini-kcm/app/shards"
 	"github.com/mini-kcm/mini-kcm/test/controlplane"
 )
 
@@ -159,14 +160,31 @@ func namespaceName(testName string) string {
 // if it does not within timeout.
 func Eventually(t testing.TB, timeout time.Duration, check func() error) {
 	t.Helper()
-	if err := poll(timeout, check); err != nil {
+	EventuallyEvery(t, timeout, 100*time.Millisecond, check)
+}
+
+// EventuallyEvery is Eventually with a poll interval of its own, for checks that list
+// hundreds of objects and would load the apiserver at Eventually's 100ms.
+func EventuallyEvery(t testing.TB, timeout, interval time.Duration, check func() error) {
+	t.Helper()
+	if err := poll(timeout, interval, check); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// poll calls check every 100ms until it returns nil or timeout passes, returning the
-// last error then.
-func poll(timeout time.Duration, check func() error) error {
+// PodReady reports whether a pod's Ready condition is True, as the controllers read it.
+func PodReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// poll calls check every interval until it returns nil or timeout passes, returning
+// the last error then.
+func poll(timeout, interval time.Duration, check func() error) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		err := check()
@@ -176,6 +194,23 @@ func poll(timeout time.Duration, check func() error) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("still failing after %v: %w", timeout, err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(interval)
 	}
+}
+
+// ServerFiltersByShard asks the suite's apiserver whether it filters lists by
+// shardSelector (shards.ServerFilters), with a Service of the test's own to probe with,
+// in case the apiserver has not created default/kubernetes yet.
+func (f *Framework) ServerFiltersByShard() bool {
+	f.t.Helper()
+	probe := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "shard-probe"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
+	if _, err := f.Client.CoreV1().Services(f.Namespace).Create(f.Context(), probe, metav1.CreateOptions{}); err != nil {
+		f.t.Fatal(err)
+	}
+	filters, err := shards.ServerFilters(f.Context(), f.Client)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return filters
 }

@@ -13,18 +13,7 @@ import (
 )
 
 func TestTheApiserverWithTheGateIsDetectedAsFiltering(t *testing.T) {
-	f := framework.New(t)
-	// A Service to probe with, in case the apiserver has not created default/kubernetes yet.
-	probe := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "probe"},
-		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
-	if _, err := f.Client.CoreV1().Services(f.Namespace).Create(f.Context(), probe, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	filters, err := shards.ServerFilters(f.Context(), f.Client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !filters {
+	if !framework.New(t).ServerFiltersByShard() {
 		t.Error("an apiserver with ShardedListAndWatch=true was detected as ignoring shardSelector")
 	}
 }
