@@ -26,3 +26,28 @@ func ValidateWorkers(flag string, value int32) []error {
 	}
 	return nil
 }
+
+// WorkersOptions are the options of a controller whose one flag is its number of
+// workers, --concurrent-<resource>-syncs, like the ReplicaSet and Deployment
+// controllers'.
+type WorkersOptions struct {
+	// ConcurrentSyncs is the number of objects synced in parallel.
+	ConcurrentSyncs int32
+	// flag and help describe the flag.
+	flag, help string
+}
+
+// NewWorkersOptions returns the options of the flag --name, with its default and help.
+func NewWorkersOptions(name string, def int32, help string) *WorkersOptions {
+	return &WorkersOptions{ConcurrentSyncs: def, flag: name, help: help}
+}
+
+// AddFlags adds the flag to fs.
+func (o *WorkersOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.Int32Var(&o.ConcurrentSyncs, o.flag, o.ConcurrentSyncs, o.help)
+}
+
+// Validate rejects a worker count that would leave the controller idle.
+func (o *WorkersOptions) Validate() []error {
+	return ValidateWorkers(o.flag, o.ConcurrentSyncs)
+}

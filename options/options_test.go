@@ -78,8 +78,8 @@ func TestDefaultsMatchKubeControllerManager(t *testing.T) {
 	}
 	wantControllers := controllers.Config{
 		Options: map[string]controllers.Options{
-			"replicaset-controller": &replicaset.Options{ConcurrentSyncs: 5},
-			"deployment-controller": &deployment.Options{ConcurrentSyncs: 5},
+			"replicaset-controller": withWorkers(replicaset.NewOptions, 5),
+			"deployment-controller": withWorkers(deployment.NewOptions, 5),
 			"endpoints-controller":  &endpoints.Options{ConcurrentSyncs: 5},
 		},
 		Features: allFeatures,
@@ -142,8 +142,8 @@ func TestFlagsAreAppliedToConfig(t *testing.T) {
 	}
 	want := controllers.Config{
 		Options: map[string]controllers.Options{
-			"replicaset-controller": &replicaset.Options{ConcurrentSyncs: 2},
-			"deployment-controller": &deployment.Options{ConcurrentSyncs: 3},
+			"replicaset-controller": withWorkers(replicaset.NewOptions, 2),
+			"deployment-controller": withWorkers(deployment.NewOptions, 3),
 			"endpoints-controller":  &endpoints.Options{ConcurrentSyncs: 4, UpdatesBatchPeriod: 500 * time.Millisecond},
 		},
 		Features: controllers.Features{DeploymentReplicaSetTerminatingReplicas: true, StaleControllerConsistencyReplicaSet: true},
@@ -352,4 +352,11 @@ func TestDefaultElectionTimingsAreSafe(t *testing.T) {
 		t.Errorf("default timings %+v are not safe: a cut-off leader may act for %s, longer than the lease",
 			timings, timings.StopBound())
 	}
+}
+
+// withWorkers returns a controller's default options with n workers.
+func withWorkers(newOptions func() controllers.Options, n int32) controllers.Options {
+	o := newOptions().(*controllers.WorkersOptions)
+	o.ConcurrentSyncs = n
+	return o
 }

@@ -481,7 +481,7 @@ func TestNewAsksForItsInformersAndUsesItsOwnIdentity(t *testing.T) {
 		InformerFactory: factory,
 		Clients:         fakeClients{client},
 		Events:          fakeRecorders{&recorders},
-		Config:          controllers.Config{Options: map[string]controllers.Options{Name: &Options{ConcurrentSyncs: 2}}},
+		Config:          controllers.Config{Options: map[string]controllers.Options{Name: workersOptions(2)}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -533,4 +533,11 @@ func mapsEqual(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// workersOptions returns the controller's options asking for n workers.
+func workersOptions(n int32) controllers.Options {
+	o := NewOptions().(*controllers.WorkersOptions)
+	o.ConcurrentSyncs = n
+	return o
 }

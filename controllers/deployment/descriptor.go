@@ -38,5 +38,5 @@ func New(ctx context.Context, cc controllers.Context) (controllers.Controller, e
 	}
 	c.caches = cc.Caches
 	c.syncs = cc.Syncs
-	return queueworker.Bind(Name, c, int(controllers.OptionsFor[*Options](cc.Config, Name, NewOptions).ConcurrentSyncs)), nil
+	return queueworker.Bind(Name, c, workers(cc.Config)), nil
 }

@@ -1,30 +1,16 @@
 package deployment
 
-import (
-	"github.com/spf13/pflag"
+import "github.com/mini-kcm/mini-kcm/controllers"
 
-	"github.com/mini-kcm/mini-kcm/controllers"
-)
-
-// Options holds the flags of the Deployment controller.
-type Options struct {
-	// ConcurrentSyncs is the number of Deployments synced in parallel.
-	ConcurrentSyncs int32
-}
-
-// NewOptions returns the upstream defaults.
+// NewOptions returns the controller's one flag, --concurrent-deployment-syncs, with
+// upstream's default.
 func NewOptions() controllers.Options {
-	return &Options{ConcurrentSyncs: 5}
-}
-
-// AddFlags adds the controller's flags to fs.
-func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.Int32Var(&o.ConcurrentSyncs, "concurrent-deployment-syncs", o.ConcurrentSyncs,
+	return controllers.NewWorkersOptions("concurrent-deployment-syncs", 5,
 		"The number of deployment objects that are allowed to sync concurrently. Larger number = more "+
 			"responsive deployments, but more CPU (and network) load.")
 }
 
-// Validate rejects a worker count that would leave the controller idle.
-func (o *Options) Validate() []error {
-	return controllers.ValidateWorkers("concurrent-deployment-syncs", o.ConcurrentSyncs)
+// workers returns the number of workers the options in cfg ask for.
+func workers(cfg controllers.Config) int {
+	return int(controllers.OptionsFor[*controllers.WorkersOptions](cfg, Name, NewOptions).ConcurrentSyncs)
 }

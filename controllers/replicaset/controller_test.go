@@ -297,7 +297,7 @@ func TestDescriptorBuildsTheControllerFromTheSharedContext(t *testing.T) {
 		Clients:         clients,
 		Events:          recorders{},
 		Caches:          &controllers.CacheSyncTracker{},
-		Config:          controllers.Config{Options: map[string]controllers.Options{Name: &Options{ConcurrentSyncs: 3}}},
+		Config:          controllers.Config{Options: map[string]controllers.Options{Name: workersOptions(3)}},
 	}
 	ctrl, err := d.New(context.Background(), cc)
 	if err != nil {
@@ -404,4 +404,11 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// workersOptions returns the controller's options asking for n workers.
+func workersOptions(n int32) controllers.Options {
+	o := NewOptions().(*controllers.WorkersOptions)
+	o.ConcurrentSyncs = n
+	return o
 }

@@ -1,30 +1,16 @@
 package replicaset
 
-import (
-	"github.com/spf13/pflag"
+import "github.com/mini-kcm/mini-kcm/controllers"
 
-	"github.com/mini-kcm/mini-kcm/controllers"
-)
-
-// Options holds the flags of the ReplicaSet controller.
-type Options struct {
-	// ConcurrentSyncs is the number of ReplicaSets synced in parallel.
-	ConcurrentSyncs int32
-}
-
-// NewOptions returns the upstream defaults.
+// NewOptions returns the controller's one flag, --concurrent-replicaset-syncs, with
+// upstream's default.
 func NewOptions() controllers.Options {
-	return &Options{ConcurrentSyncs: 5}
-}
-
-// AddFlags adds the controller's flags to fs.
-func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.Int32Var(&o.ConcurrentSyncs, "concurrent-replicaset-syncs", o.ConcurrentSyncs,
+	return controllers.NewWorkersOptions("concurrent-replicaset-syncs", 5,
 		"The number of replica sets that are allowed to sync concurrently. Larger number = more responsive "+
 			"replica management, but more CPU (and network) load.")
 }
 
-// Validate rejects a worker count that would leave the controller idle.
-func (o *Options) Validate() []error {
-	return controllers.ValidateWorkers("concurrent-replicaset-syncs", o.ConcurrentSyncs)
+// workers returns the number of workers the options in cfg ask for.
+func workers(cfg controllers.Config) int {
+	return int(controllers.OptionsFor[*controllers.WorkersOptions](cfg, Name, NewOptions).ConcurrentSyncs)
 }
