@@ -41,16 +41,7 @@ func TestMiniKCMRollsOutTheSampleAppWithOnlyItsServiceAccount(t *testing.T) {
 	t.Logf("%s leads lease %s/%s", leader.Name, inst.leaseNamespace, inst.leaseName)
 	// Ready only once the leader's informers synced: listing and watching every
 	// resource worked with the ServiceAccount's permissions.
-	framework.Eventually(t, 60*time.Second, func() error {
-		code, body, err := leader.Get("/readyz?verbose")
-		if err != nil {
-			return err
-		}
-		if code != http.StatusOK {
-			return fmt.Errorf("%s /readyz returned %d:\n%s", leader.Name, code, body)
-		}
-		return nil
-	})
+	leader.WaitReady(t, 60*time.Second)
 
 	app, err := sample.Load(sampleDir)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -72,16 +71,7 @@ func (e *env) startReplica(extraArgs ...string) {
 	if leader := e.WaitForLeader(startTimeout); leader != r {
 		e.t.Fatalf("%s leads, want the replica just started, %s", leader.Name, r.Name)
 	}
-	framework.Eventually(e.t, startTimeout, func() error {
-		code, body, err := r.Get("/readyz?verbose")
-		if err != nil {
-			return err
-		}
-		if code != http.StatusOK {
-			return fmt.Errorf("%s /readyz returned %d:\n%s", r.Name, code, body)
-		}
-		return nil
-	})
+	r.WaitReady(e.t, startTimeout)
 	e.replica = r
 }
 

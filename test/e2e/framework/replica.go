@@ -191,6 +191,23 @@ func (r *Replica) GetWith(client *http.Client, path string) (int, string, error)
 	return resp.StatusCode, string(body), err
 }
 
+// WaitReady waits until the replica's /readyz answers 200, failing the test with the
+// verbose answer if it does not within timeout: a leader is then ready once its caches
+// synced, so everything a test does afterwards is seen by a running controller.
+func (r *Replica) WaitReady(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	Eventually(t, timeout, func() error {
+		code, body, err := r.Get("/readyz?verbose")
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("%s /readyz returned %d:\n%s", r.Name, code, body)
+		}
+		return nil
+	})
+}
+
 // Metrics scrapes /metrics.
 func (r *Replica) Metrics() (Metrics, error) {
 	code, body, err := r.Get("/metrics")
