@@ -43,6 +43,10 @@ type clientBuilder struct {
 	// fence, when set, guards every client's writes: none leaves this process unless
 	// it holds the Lease by its own clock. Nil (--leader-elect=false) fences nothing.
 	fence *leaderelection.Fence
+	// shardTerm, in sharded mode, names the shard and the term the clients work for
+	// ("shard 3, epoch 2, term 1764577223571"); it goes into their user agent, so that
+	// the audit log tells one holder of a shard from the next.
+	shardTerm string
 }
 
 // Config returns the configuration of name's client: a copy of the base configuration
@@ -68,6 +72,9 @@ func (b clientBuilder) Config(name string) (*rest.Config, error) {
 		cfg.Wrap(transport.ResettableTokenSourceWrapTransport(cached))
 	}
 	cfg.UserAgent = userAgent(name)
+	if b.shardTerm != "" {
+		cfg.UserAgent = userAgent(name + "; " + b.shardTerm)
+	}
 	cfg.RateLimiter = throttle.New(cfg.QPS, cfg.Burst)
 	// After the credentials: AnonymousClientConfig above keeps no transport wrappers.
 	if b.fence != nil {

@@ -54,6 +54,12 @@ type controllerManager struct {
 	readiness *readiness
 	// syncs records the controllers' syncs in progress for the stuck-sync check.
 	syncs *controllers.InFlightSyncs
+	// informerName names the informers in client-go's metrics; empty means
+	// informerName, the process's one set. Names must be unique in a process.
+	informerName string
+	// shard, when set, restricts the informers to one shard's namespaces and routes
+	// the cluster-scoped informers to the replica's unfiltered factory.
+	shard *shardInformers
 }
 
 // builtControllers is what the informers stage leaves for runWorkers: the controllers,
@@ -92,15 +98,28 @@ func (m *controllerManager) addStages(l *lifecycle) *builtControllers {
 		if err != nil {
 			return nil, err
 		}
-		name, err := cache.NewInformerName(informerName)
+		named := informerName
+		if m.informerName != "" {
+			named = m.informerName
+		}
+		name, err := cache.NewInformerName(named)
 		if err != nil {
 			return nil, fmt.Errorf("naming the shared informers: %w", err)
 		}
-		factory := informers.NewSharedInformerFactoryWithOptions(informerClient, resyncPeriod(m.minResyncPeriod),
-			informers.WithTransform(m.cacheTransform), informers.WithInformerName(name))
+		options := []informers.SharedInformerOption{informers.WithTransform(m.cacheTransform), informers.WithInformerName(name)}
+		if m.shard != nil {
+			options = append(options, m.shard.options()...)
+		}
+		var factory informers.SharedInformerFactory = informers.NewSharedInformerFactoryWithOptions(informerClient,
+			resyncPeriod(m.minResyncPeriod), options...)
+		// The controllers ask this factory for every informer, cluster-scoped or not.
+		controllerFactory := factory
+		if m.shard != nil {
+			controllerFactory = m.shard.wrap(factory)
+		}
 		built.caches = &controllers.CacheSyncTracker{}
 		built.controllers, err = m.build(ctx, controllers.Context{
-			InformerFactory: factory,
+			InformerFactory: controllerFactory,
 			Clients:         m.clients,
 			Events:          m.events,
 			Caches:          built.caches,
@@ -115,6 +134,9 @@ func (m *controllerManager) addStages(l *lifecycle) *builtControllers {
 		// Start only now: the constructors registered the informers they need, and an
 		// informer requested after Start would never run.
 		factory.Start(ctx.Done())
+		if m.shard != nil {
+			m.shard.startCluster()
+		}
 		m.readiness.setInformers(func() error { return unsyncedInformers(factory) })
 		// Shutdown waits for the informers and releases their name.
 		return factory.Shutdown, nil

@@ -153,6 +153,14 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 		err = process.run(ctx, "controllers", func(ctx context.Context) error {
 			return manager.runWorkers(ctx, built)
 		})
+	case cfg.Sharding.Shards > 1:
+		// Active-active: the namespaces are cut into shards, and this replica runs the
+		// controllers on its fair share of them; see shardedReplica.
+		replica, err := newShardedReplica(cfg, manager, clients, probeClient, events)
+		if err != nil {
+			return err
+		}
+		err = process.run(ctx, "shards", replica.run)
 	case le.WarmStandby:
 		// A warm standby builds the controllers and syncs the informers before and
 		// during the election, so that leading only starts the workers: the election

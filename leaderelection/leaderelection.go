@@ -67,6 +67,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -110,6 +111,9 @@ type Config struct {
 	// Lease is lost or released (see Fence). It must be made for this Lease and
 	// LeaseDuration. Optional: without it nothing is fenced.
 	Fence *Fence
+	// Leases, when set, is the Lease client of the election instead of Client's; the
+	// sharded mode guards it (see shards.GuardEpoch).
+	Leases coordinationv1client.LeasesGetter
 }
 
 // NewIdentity returns hostname_uuid.
@@ -186,9 +190,13 @@ func Run(ctx context.Context, cfg Config, run func(ctx context.Context) error) e
 	if exit == nil {
 		exit = func(code int) { klog.FlushAndExit(klog.ExitFlushTimeout, code) }
 	}
+	leases := cfg.Leases
+	if leases == nil {
+		leases = cfg.Client.CoordinationV1()
+	}
 	var lock resourcelock.Interface = &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Name},
-		Client:     cfg.Client.CoordinationV1(),
+		Client:     leases,
 		LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity, EventRecorder: cfg.EventRecorder},
 	}
 	logger = klog.LoggerWithValues(logger, "lease", lock.Describe(), "identity", cfg.Identity)

@@ -30,6 +30,8 @@ type Config struct {
 	UseServiceAccountCredentials bool
 	// LeaderElection configures the election.
 	LeaderElection LeaderElectionOptions
+	// Sharding configures active-active mode; Shards 1 is a single leader.
+	Sharding ShardingOptions
 	// Serving configures the health, metrics and debug endpoint.
 	Serving ServingConfig
 }

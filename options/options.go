@@ -19,6 +19,7 @@ import (
 type Options struct {
 	Generic        *GenericOptions
 	LeaderElection *LeaderElectionOptions
+	Sharding       *ShardingOptions
 	Serving        *ServingOptions
 	Debugging      *DebuggingOptions
 	// FeatureGates holds --feature-gates, read by the controllers and the logging setup.
@@ -39,6 +40,7 @@ func NewOptions() *Options {
 	return &Options{
 		Generic:        NewGenericOptions(),
 		LeaderElection: NewLeaderElectionOptions(),
+		Sharding:       NewShardingOptions(),
 		Serving:        NewServingOptions(),
 		Debugging:      NewDebuggingOptions(),
 		FeatureGates:   NewFeatureGateOptions(),
@@ -53,6 +55,7 @@ func (o *Options) Flags(reg *controllers.Registry) cliflag.NamedFlagSets {
 	o.Generic.AddFlags(fss.FlagSet("generic"), reg)
 	o.FeatureGates.AddFlags(fss.FlagSet("generic"))
 	o.LeaderElection.AddFlags(fss.FlagSet("leader election"))
+	o.Sharding.AddFlags(fss.FlagSet("sharding"))
 	o.Serving.AddFlags(fss.FlagSet("secure serving"), fss.FlagSet("authentication"), fss.FlagSet("authorization"))
 	// One section per controller, named after it, as kube-controller-manager does.
 	for _, name := range o.controllerNames(reg) {
@@ -76,6 +79,7 @@ func (o *Options) Validate(reg *controllers.Registry) []error {
 	errs = append(errs, o.Generic.Validate(reg)...)
 	errs = append(errs, o.FeatureGates.Validate()...)
 	errs = append(errs, o.LeaderElection.Validate()...)
+	errs = append(errs, o.Sharding.Validate(o.LeaderElection.LeaderElect)...)
 	errs = append(errs, o.Serving.Validate()...)
 	for _, name := range o.controllerNames(reg) {
 		errs = append(errs, o.Controllers[name].Validate()...)
@@ -100,6 +104,7 @@ func (o *Options) Config(reg *controllers.Registry) (*Config, error) {
 		ControllerSyncStuckThreshold: o.Generic.ControllerSyncStuckThreshold,
 		UseServiceAccountCredentials: o.Generic.UseServiceAccountCredentials,
 		LeaderElection:               *o.LeaderElection,
+		Sharding:                     *o.Sharding,
 		Serving: ServingConfig{
 			SecureServing:   o.Serving.SecureServing,
 			Authentication:  o.Serving.Authentication,

@@ -1,0 +1,181 @@
+package shards
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+	"sync"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+)
+
+// The replicas agree on the shards through Leases in the election's namespace, all
+// labelled with LabelSet (the base name, --leader-elect-resource-name) and a role:
+//
+//   - <base>: the coordinator's election. Its holder weighs the namespaces and writes
+//     the plan; it never works on objects.
+//   - <base>-plan: holds nobody; its annotations carry the active plan and, during a
+//     handover, the next one.
+//   - <base>-<i>: shard i, held by the replica that works on it. Its LabelEpoch names
+//     the plan under which it may be held.
+//   - <base>-member-<hash of identity>: one per live replica, renewed like a Lease, so
+//     that every replica knows how many share the shards.
+const (
+	LabelSet   = "mini-kcm.io/lease-set"
+	LabelRole  = "mini-kcm.io/lease-role"
+	LabelEpoch = "mini-kcm.io/shard-epoch"
+
+	RoleShard  = "shard"
+	RoleMember = "member"
+	RolePlan   = "plan"
+
+	// AnnotationPlan holds the active Epoch; AnnotationNext the one being handed over to.
+	AnnotationPlan = "mini-kcm.io/shard-plan"
+	AnnotationNext = "mini-kcm.io/shard-plan-next"
+)
+
+// ShardLeaseName returns the name of shard i's Lease.
+func ShardLeaseName(base string, i int) string { return base + "-" + strconv.Itoa(i) }
+
+// PlanLeaseName returns the name of the Lease that carries the plan.
+func PlanLeaseName(base string) string { return base + "-plan" }
+
+// MemberLeaseName returns the name of a replica's membership Lease. Identities
+// (hostname_uuid) are not valid object names; their hash is.
+func MemberLeaseName(base, identity string) string {
+	h := fnv.New64a()
+	h.Write([]byte(identity))
+	return fmt.Sprintf("%s-member-%016x", base, h.Sum64())
+}
+
+// ShardOf returns the shard number of a shard Lease's name, and false for other names.
+func ShardOf(base, leaseName string) (int, bool) {
+	rest, ok := strings.CutPrefix(leaseName, base+"-")
+	if !ok {
+		return 0, false
+	}
+	i, err := strconv.Atoi(rest)
+	return i, err == nil && i >= 0 && strconv.Itoa(i) == rest
+}
+
+// Epoch is a plan with its number. Epochs only grow: a shard Lease labelled with an
+// epoch may only be held to work on that epoch's ranges.
+type Epoch struct {
+	Number int64
+	Plan   Plan
+}
+
+// String returns "<number>/<plan>", the form ParseEpoch reads.
+func (e Epoch) String() string { return strconv.FormatInt(e.Number, 10) + "/" + e.Plan.String() }
+
+// Label returns the epoch as the value of LabelEpoch.
+func (e Epoch) Label() string { return strconv.FormatInt(e.Number, 10) }
+
+// ParseEpoch reads what Epoch.String wrote.
+func ParseEpoch(s string) (Epoch, error) {
+	number, plan, ok := strings.Cut(s, "/")
+	if !ok {
+		return Epoch{}, fmt.Errorf("shard plan %q: want <epoch>/<cuts>", s)
+	}
+	n, err := strconv.ParseInt(number, 10, 64)
+	if err != nil || n < 1 {
+		return Epoch{}, fmt.Errorf("shard plan %q: the epoch %q is not a positive number", s, number)
+	}
+	p, err := Parse(plan)
+	if err != nil {
+		return Epoch{}, err
+	}
+	return Epoch{Number: n, Plan: p}, nil
+}
+
+// PlanOf reads the active and the next epoch from the plan Lease; either is nil when
+// the Lease does not carry it.
+func PlanOf(lease *coordinationv1.Lease) (active, next *Epoch, err error) {
+	read := func(key string) (*Epoch, error) {
+		s, ok := lease.Annotations[key]
+		if !ok {
+			return nil, nil
+		}
+		e, err := ParseEpoch(s)
+		if err != nil {
+			return nil, fmt.Errorf("annotation %s of Lease %s/%s: %w", key, lease.Namespace, lease.Name, err)
+		}
+		return &e, nil
+	}
+	if active, err = read(AnnotationPlan); err != nil {
+		return nil, nil, err
+	}
+	next, err = read(AnnotationNext)
+	return active, next, err
+}
+
+// Labels returns the labels of one of base's Leases in role.
+func Labels(base, role string) map[string]string {
+	return map[string]string{LabelSet: base, LabelRole: role}
+}
+
+// ErrOtherEpoch is returned by a guarded Lease client for a write to a shard Lease
+// that belongs to another epoch than the one its election works for.
+var ErrOtherEpoch = errors.New("the shard Lease belongs to another plan epoch")
+
+// GuardEpoch wraps the Lease client of one shard's election so that it only ever writes
+// the shard Lease while that Lease is labelled with epoch: client-go's election reads
+// the Lease and then writes it with the resourceVersion it read, so refusing the write
+// when the read showed another epoch makes "this Lease still belongs to my epoch" and
+// "I hold it" one atomic step. A replica that missed a new plan can therefore never
+// take a shard whose range moved, and the coordinator's relabelling of a released
+// Lease wins over any holder of the old epoch. It never creates a shard Lease: the
+// coordinator does, with its epoch.
+func GuardEpoch(leases coordinationv1client.LeasesGetter, namespace string, epoch Epoch) coordinationv1client.LeasesGetter {
+	return guardedLeases{&epochGuard{LeaseInterface: leases.Leases(namespace), namespace: namespace, epoch: epoch.Label()}}
+}
+
+// guardedLeases hands out the guard for the election's namespace, the only one its
+// LeaseLock asks for.
+type guardedLeases struct{ guard *epochGuard }
+
+func (g guardedLeases) Leases(string) coordinationv1client.LeaseInterface { return g.guard }
+
+type epochGuard struct {
+	coordinationv1client.LeaseInterface
+	namespace, epoch string
+
+	mu sync.Mutex
+	// seen is the epoch label of the Lease as last read, by resourceVersion.
+	seen map[string]string
+}
+
+func (g *epochGuard) Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error) {
+	lease, err := g.LeaseInterface.Get(ctx, name, opts)
+	if err == nil {
+		g.mu.Lock()
+		g.seen = map[string]string{lease.ResourceVersion: lease.Labels[LabelEpoch]}
+		g.mu.Unlock()
+	}
+	return lease, err
+}
+
+func (g *epochGuard) Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+	g.mu.Lock()
+	seen, read := g.seen[lease.ResourceVersion]
+	g.mu.Unlock()
+	if !read || seen != g.epoch || lease.Labels[LabelEpoch] != g.epoch {
+		return nil, fmt.Errorf("not writing Lease %s/%s for plan epoch %s: %w (labelled %q)", g.namespace, lease.Name, g.epoch, ErrOtherEpoch, seen)
+	}
+	updated, err := g.LeaseInterface.Update(ctx, lease, opts)
+	if err == nil {
+		g.mu.Lock()
+		g.seen = map[string]string{updated.ResourceVersion: updated.Labels[LabelEpoch]}
+		g.mu.Unlock()
+	}
+	return updated, err
+}
+
+func (g *epochGuard) Create(_ context.Context, lease *coordinationv1.Lease, _ metav1.CreateOptions) (*coordinationv1.Lease, error) {
+	return nil, fmt.Errorf("not creating Lease %s/%s: shard Leases are created by the coordinator, with their plan epoch", g.namespace, lease.Name)
+}

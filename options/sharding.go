@@ -1,0 +1,65 @@
+package options
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// maxShards bounds --shards: every shard is a Lease every replica watches and, on the
+// replica that holds it, a set of informers; beyond a few dozen the per-shard overhead
+// outgrows what sharding saves.
+const maxShards = 64
+
+// ShardingOptions are the flags of active-active mode (issue #17): the namespaces are
+// cut into shards, each with its own Lease, and every replica works on its fair share.
+type ShardingOptions struct {
+	// Shards is the number of shards; 1 is the single leader of --leader-elect.
+	Shards int
+	// RebalanceThreshold is the imbalance (heaviest shard's pods over the mean) above
+	// which the coordinator cuts the namespaces anew.
+	RebalanceThreshold float64
+	// RebalancePeriod is how often the coordinator weighs the shards.
+	RebalancePeriod time.Duration
+}
+
+// NewShardingOptions returns the defaults: one shard, that is no sharding.
+func NewShardingOptions() *ShardingOptions {
+	return &ShardingOptions{Shards: 1, RebalanceThreshold: 1.5, RebalancePeriod: 5 * time.Minute}
+}
+
+// AddFlags adds the sharding flags to fs.
+func (o *ShardingOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&o.Shards, "shards", o.Shards, fmt.Sprintf(
+		"Number of shards the namespaces are cut into (1 to %d). With more than 1, every replica holds at most "+
+			"its fair share of the shards (each a Lease named after --leader-elect-resource-name with the shard's "+
+			"number appended) and runs the controllers on that shard's namespaces only. Needs --leader-elect and "+
+			"an apiserver with the ShardedListAndWatch feature gate (alpha); mini-kcm refuses to start without it.", maxShards))
+	fs.Float64Var(&o.RebalanceThreshold, "shard-rebalance-threshold", o.RebalanceThreshold,
+		"With --shards above 1: when the heaviest shard holds more than this many times the mean number of pods, "+
+			"the namespaces are cut anew. A new cut pauses every shard for a handover (drain, release, acquire), "+
+			"so keep it well above 1.")
+	fs.DurationVar(&o.RebalancePeriod, "shard-rebalance-period", o.RebalancePeriod,
+		"With --shards above 1: how often the coordinating replica counts the pods per namespace to decide on a new cut.")
+}
+
+// Validate checks the sharding flags; leaderElect is --leader-elect, which sharding needs.
+func (o *ShardingOptions) Validate(leaderElect bool) []error {
+	var errs []error
+	if o.Shards < 1 || o.Shards > maxShards {
+		errs = append(errs, fmt.Errorf("--shards=%d is out of range: use 1 (a single leader) to %d", o.Shards, maxShards))
+	}
+	if o.Shards > 1 && !leaderElect {
+		errs = append(errs, fmt.Errorf("--shards=%d needs --leader-elect=true: shards are handed out through Leases", o.Shards))
+	}
+	if o.RebalanceThreshold <= 1 {
+		errs = append(errs, fmt.Errorf("--shard-rebalance-threshold=%g must be above 1 (1 is a perfect balance); the default is %g",
+			o.RebalanceThreshold, NewShardingOptions().RebalanceThreshold))
+	}
+	if o.RebalancePeriod < time.Second {
+		errs = append(errs, fmt.Errorf("--shard-rebalance-period=%s is too short: use at least 1s (the default is %s)",
+			o.RebalancePeriod, NewShardingOptions().RebalancePeriod))
+	}
+	return errs
+}

@@ -1,0 +1,278 @@
+package sharding
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
+
+	"github.com/mini-kcm/mini-kcm/app/shards"
+	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
+)
+
+// shardCount is the test's --shards: two per replica of three.
+const shardCount = 6
+
+// TestShardedReplicasShareTheNamespacesWithOneWriterEach is the user story of issue
+// #17: three replicas share six shards of twelve tenant namespaces (named so that
+// FNV-1a crowds them, which the plan's cuts must follow). Every ReplicaSet gets exactly
+// its pods; each replica holds its fair share; a killed replica's shards are taken over
+// and the work goes on without a lost or duplicated pod; a new replica takes its share;
+// and the audit log shows, per namespace, never two replicas writing at once.
+func TestShardedReplicasShareTheNamespacesWithOneWriterEach(t *testing.T) {
+	f := framework.New(t)
+	tenants := make([]string, 12)
+	for i := range tenants {
+		tenants[i] = fmt.Sprintf("%s-t%02d", f.Namespace, i)
+		createNamespace(t, f, tenants[i])
+	}
+	args := framework.ReplicaOptions{Args: []string{
+		fmt.Sprintf("--shards=%d", shardCount),
+		// The first cut is made before the tenants hold any pod; weighing them every
+		// two seconds moves the cuts once they do, which the test wants to see.
+		"--shard-rebalance-period=2s",
+		"--controllers=replicaset",
+	}}
+	replicas := f.StartReplicas(3, args)
+	for _, ns := range tenants {
+		createReplicaSet(t, f, ns, 3)
+	}
+	waitForPods(t, f, tenants, 3)
+	waitForFairShares(t, f, replicas, 2)
+	if epoch := activeEpoch(t, f); epoch.Number < 2 {
+		t.Logf("the plan was not recut after the tenants filled (epoch %d)", epoch.Number)
+	}
+
+	// A replica dies: its shards expire and the others take them, three each.
+	killed := replicas[0]
+	killed.Kill()
+	survivors := replicas[1:]
+	waitForFairShares(t, f, survivors, 3)
+	for _, ns := range tenants {
+		scaleReplicaSet(t, f, ns, 5)
+	}
+	waitForPods(t, f, tenants, 5)
+
+	// A new replica joins and gets its share back from the others.
+	joined := f.StartReplica(args)
+	waitForFairShares(t, f, append(survivors, joined), 2)
+	for _, ns := range tenants {
+		scaleReplicaSet(t, f, ns, 2)
+	}
+	waitForPods(t, f, tenants, 2)
+
+	assertOneWriterAtATime(t, f, tenants)
+}
+
+// TestAReplicaRefusesToShardOnAnApiserverThatIgnoresTheSelector is in the foundation
+// suite, whose apiserver lacks the gate.
+
+func createNamespace(t *testing.T, f *framework.Framework, ns string) {
+	t.Helper()
+	ctx := f.Context()
+	if _, err := f.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+}
+
+func createReplicaSet(t *testing.T, f *framework.Framework, ns string, replicas int32) {
+	t.Helper()
+	labels := map[string]string{"app": "tenant"}
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "tenant", Namespace: ns},
+		Spec: appsv1.ReplicaSetSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "pause", Image: "registry.k8s.io/pause:3.10"}}},
+			},
+		},
+	}
+	if _, err := f.Client.AppsV1().ReplicaSets(ns).Create(f.Context(), rs, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func scaleReplicaSet(t *testing.T, f *framework.Framework, ns string, replicas int32) {
+	t.Helper()
+	framework.Eventually(t, 30*time.Second, func() error {
+		rs, err := f.Client.AppsV1().ReplicaSets(ns).Get(f.Context(), "tenant", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		rs.Spec.Replicas = ptr.To(replicas)
+		_, err = f.Client.AppsV1().ReplicaSets(ns).Update(f.Context(), rs, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+// waitForPods waits until every tenant has exactly want live pods and its ReplicaSet
+// says so, then checks that it stays so: a second writer would create or delete more.
+func waitForPods(t *testing.T, f *framework.Framework, tenants []string, want int) {
+	t.Helper()
+	check := func() error {
+		for _, ns := range tenants {
+			pods, err := f.Client.CoreV1().Pods(ns).List(f.Context(), metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			live := 0
+			for _, p := range pods.Items {
+				if p.DeletionTimestamp == nil {
+					live++
+				}
+			}
+			rs, err := f.Client.AppsV1().ReplicaSets(ns).Get(f.Context(), "tenant", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if live != want || rs.Status.Replicas != int32(want) || rs.Status.ObservedGeneration != rs.Generation {
+				return fmt.Errorf("namespace %s: %d live pods, status.replicas %d (generation %d observed %d), want %d",
+					ns, live, rs.Status.Replicas, rs.Generation, rs.Status.ObservedGeneration, want)
+			}
+		}
+		return nil
+	}
+	framework.Eventually(t, 2*time.Minute, check)
+	time.Sleep(2 * framework.RetryPeriod)
+	if err := check(); err != nil {
+		t.Fatalf("after converging: %v", err)
+	}
+}
+
+// shardLeases returns the test's shard Leases by shard.
+func shardLeases(t *testing.T, f *framework.Framework) map[int]coordinationv1.Lease {
+	t.Helper()
+	list, err := f.Client.CoordinationV1().Leases(f.LeaseNamespace).List(f.Context(), metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(shards.Labels(f.LeaseName, shards.RoleShard)).String(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int]coordinationv1.Lease{}
+	for _, l := range list.Items {
+		if i, ok := shards.ShardOf(f.LeaseName, l.Name); ok {
+			out[i] = l
+		}
+	}
+	return out
+}
+
+// waitForFairShares waits until every shard is held, each by one of replicas, and each
+// replica holds share shards.
+func waitForFairShares(t *testing.T, f *framework.Framework, replicas []*framework.Replica, share int) {
+	t.Helper()
+	framework.Eventually(t, time.Minute, func() error {
+		held := map[string][]int{}
+		for i, l := range shardLeases(t, f) {
+			if i >= shardCount {
+				continue
+			}
+			h := ptr.Deref(l.Spec.HolderIdentity, "")
+			if h == "" {
+				return fmt.Errorf("shard %d is not held", i)
+			}
+			held[h] = append(held[h], i)
+		}
+		if len(held) != len(replicas) {
+			return fmt.Errorf("holders %v, want %d replicas", held, len(replicas))
+		}
+		for h, s := range held {
+			if len(s) != share {
+				return fmt.Errorf("%s holds shards %v, want %d", h, s, share)
+			}
+		}
+		return nil
+	})
+}
+
+func activeEpoch(t *testing.T, f *framework.Framework) shards.Epoch {
+	t.Helper()
+	l, err := f.Client.CoordinationV1().Leases(f.LeaseNamespace).Get(f.Context(), shards.PlanLeaseName(f.LeaseName), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	active, _, err := shards.PlanOf(l)
+	if err != nil || active == nil {
+		t.Fatalf("plan Lease: active %v, err %v", active, err)
+	}
+	return *active
+}
+
+// assertOneWriterAtATime reads the audit log: per namespace, the spans of time in
+// which the replicas' shard terms wrote (first to last accepted write of one holder's
+// term, which its user agent names: "shard 3, epoch 2, term …") never overlap. A
+// namespace that moved from one replica to another and back has three terms, one after
+// the other; two replicas working on it at once would have overlapping ones.
+func assertOneWriterAtATime(t *testing.T, f *framework.Framework, tenants []string) {
+	t.Helper()
+	events, err := f.ControlPlane.ReadAuditLog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type span struct {
+		writer      string
+		first, last time.Time
+		writes      int
+	}
+	spans := map[string]map[string]*span{}
+	for _, e := range events {
+		if e.Stage != "ResponseComplete" || e.ObjectRef == nil || !slices.Contains(tenants, e.ObjectRef.Namespace) ||
+			!strings.HasPrefix(e.User.Username, "mini-kcm-replica-") || e.Verb == "get" || e.Verb == "list" || e.Verb == "watch" ||
+			e.Code() >= 300 || e.ObjectRef.Resource == "events" {
+			continue
+		}
+		_, term, ok := strings.Cut(e.UserAgent, "; shard ")
+		if !ok {
+			t.Errorf("a write without a shard term in its user agent: %s %s by %s (%s)", e.Verb, e.RequestURI, e.User.Username, e.UserAgent)
+			continue
+		}
+		ns, writer := e.ObjectRef.Namespace, e.User.Username+" shard "+strings.TrimSuffix(term, ")")
+		if spans[ns] == nil {
+			spans[ns] = map[string]*span{}
+		}
+		s := spans[ns][writer]
+		if s == nil {
+			s = &span{writer: writer, first: e.RequestReceivedTimestamp}
+			spans[ns][writer] = s
+		}
+		s.last = e.RequestReceivedTimestamp
+		s.writes++
+	}
+	for _, ns := range tenants {
+		var terms []*span
+		for _, s := range spans[ns] {
+			terms = append(terms, s)
+		}
+		if len(terms) == 0 {
+			t.Errorf("namespace %s: no replica's write in the audit log", ns)
+			continue
+		}
+		sort.Slice(terms, func(i, j int) bool { return terms[i].first.Before(terms[j].first) })
+		var order []string
+		for i, cur := range terms {
+			order = append(order, fmt.Sprintf("%s (%d writes)", cur.writer, cur.writes))
+			if i == 0 {
+				continue
+			}
+			if prev := terms[i-1]; !cur.first.After(prev.last) {
+				t.Errorf("namespace %s: %s wrote from %s to %s while %s wrote from %s to %s", ns,
+					prev.writer, prev.first.Format(time.StampMilli), prev.last.Format(time.StampMilli),
+					cur.writer, cur.first.Format(time.StampMilli), cur.last.Format(time.StampMilli))
+			}
+		}
+		t.Logf("namespace %s: terms in order: %s", ns, strings.Join(order, ", "))
+	}
+}
