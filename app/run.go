@@ -156,9 +156,9 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 	case cfg.Sharding.Shards > 1:
 		// Active-active: the namespaces are cut into shards, and this replica runs the
 		// controllers on its fair share of them; see shardedReplica.
-		replica, err := newShardedReplica(cfg, manager, clients, probeClient, events)
-		if err != nil {
-			return err
+		replica, buildErr := newShardedReplica(cfg, manager, clients, probeClient, events)
+		if buildErr != nil {
+			return buildErr
 		}
 		err = process.run(ctx, "shards", replica.run)
 	case le.WarmStandby:

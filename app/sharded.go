@@ -248,7 +248,7 @@ func (r *shardedReplica) reconcile(ctx context.Context) {
 	}
 
 	count := active.Plan.Shards()
-	share := (count + max(live, 1) - 1) / max(live, 1)
+	share := fairShare(count, live)
 	var leading, campaigning []int
 	for shard, e := range r.elections {
 		switch {
@@ -290,13 +290,19 @@ func (r *shardedReplica) reconcile(ctx context.Context) {
 		if holder(l) != "" && holder(l) != r.identity && !r.seen.expired(l, now) {
 			continue
 		}
-		r.campaign(ctx, shard, *active)
+		var expired *coordinationv1.Lease
+		if holder(l) != "" && holder(l) != r.identity {
+			expired = l
+		}
+		r.campaign(ctx, shard, *active, expired)
 		wanted--
 	}
 }
 
-// campaign starts the election of one shard under epoch; mu is held.
-func (r *shardedReplica) campaign(ctx context.Context, shard int, epoch shards.Epoch) {
+// campaign starts the election of one shard under epoch; mu is held. expired is the
+// shard's Lease when this replica saw it expire in another replica's hands: the
+// election first releases it (see breakExpired).
+func (r *shardedReplica) campaign(ctx context.Context, shard int, epoch shards.Epoch, expired *coordinationv1.Lease) {
 	electionCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	e := &shardElection{epoch: epoch.Number, cancel: cancel, done: make(chan struct{})}
 	r.elections[shard] = e
@@ -306,6 +312,9 @@ func (r *shardedReplica) campaign(ctx context.Context, shard int, epoch shards.E
 	r.running.Go(func() {
 		defer close(e.done)
 		defer cancel()
+		if expired != nil {
+			r.breakExpired(electionCtx, expired, epoch)
+		}
 		fence := leaderelection.NewFence(r.namespace+"/"+name, r.timings.LeaseDuration, nil)
 		err := leaderelection.Run(klog.NewContext(electionCtx, logger), leaderelection.Config{
 			Client:        r.client,
@@ -352,6 +361,27 @@ func (r *shardedReplica) checkServerFilters(ctx context.Context) error {
 	}
 	klog.FromContext(ctx).Info("The apiserver filters lists and watches by shard")
 	return nil
+}
+
+// breakExpired releases a shard Lease that this replica saw expire in another
+// replica's hands, with the resourceVersion it saw, so that the write fails if the
+// holder renewed since. It is the rule client-go's election acquires by (not renewed
+// for the lease duration by the observer's clock), applied once by the observer that
+// decided to campaign: the election itself would only start observing now and wait a
+// whole lease duration more before taking the Lease.
+func (r *shardedReplica) breakExpired(ctx context.Context, expired *coordinationv1.Lease, epoch shards.Epoch) {
+	logger := klog.FromContext(ctx)
+	if expired.Labels[shards.LabelEpoch] != epoch.Label() {
+		return
+	}
+	released := expired.DeepCopy()
+	released.Spec.HolderIdentity = nil
+	_, err := r.client.CoordinationV1().Leases(r.namespace).Update(ctx, released, metav1.UpdateOptions{})
+	if err != nil {
+		logger.V(2).Info("Did not release an expired shard Lease; the election decides", "lease", expired.Name, "err", err)
+		return
+	}
+	logger.Info("Released a shard Lease that expired in another replica's hands", "lease", expired.Name, "holder", holder(expired))
 }
 
 // keepMembership renews this replica's membership Lease until ctx is cancelled.
@@ -410,6 +440,13 @@ func (r *shardedReplica) leaveMembership(logger klog.Logger) {
 	if err != nil && !apierrors.IsNotFound(err) {
 		logger.Error(err, "Deleting the membership Lease; the other replicas count this one until it expires", "lease", name)
 	}
+}
+
+// fairShare is the most shards one of live replicas holds: ceil(shards / live). This
+// replica counts itself even before its membership Lease is seen.
+func fairShare(shards, live int) int {
+	live = max(live, 1)
+	return (shards + live - 1) / live
 }
 
 // holder returns a Lease's holder identity, "" when released.
