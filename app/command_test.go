@@ -18,6 +18,7 @@ import (
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/mini-kcm/mini-kcm/app/shards"
 	"github.com/mini-kcm/mini-kcm/controllers"
 	"github.com/mini-kcm/mini-kcm/controllers/replicaset"
 )
@@ -204,5 +205,48 @@ func TestLeaderFlagsAreTheMainCommandsFlags(t *testing.T) {
 	})
 	if seen < 4 {
 		t.Errorf("leader has %d flags, want at least --kubeconfig, --master and the two Lease flags", seen)
+	}
+}
+
+func TestLeaderListsTheShardsAndTheirHolders(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	renewed := metav1.NewMicroTime(now.Add(-time.Second))
+	base := "mini-kcm"
+	lease := func(name, role, epoch, holder string) *coordinationv1.Lease {
+		l := &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: name, Labels: shards.Labels(base, role)},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](4), RenewTime: &renewed},
+		}
+		if epoch != "" {
+			l.Labels[shards.LabelEpoch] = epoch
+		}
+		return l
+	}
+	plan := lease(shards.PlanLeaseName(base), shards.RolePlan, "", "")
+	plan.Annotations = map[string]string{shards.AnnotationPlan: shards.Epoch{Number: 2, Plan: shards.Equal(3)}.String()}
+	client := fake.NewClientset(
+		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: base},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("a_1")}},
+		plan,
+		lease(shards.ShardLeaseName(base, 0), shards.RoleShard, "2", "a_1"),
+		lease(shards.ShardLeaseName(base, 1), shards.RoleShard, "2", "b_2"),
+		lease(shards.ShardLeaseName(base, 2), shards.RoleShard, "1", ""),
+		lease(shards.MemberLeaseName(base, "a_1"), shards.RoleMember, "", "a_1"),
+		lease(shards.MemberLeaseName(base, "b_2"), shards.RoleMember, "", "b_2"),
+	)
+	var out bytes.Buffer
+	if err := printLeader(context.Background(), &out, client, "kube-system", base, now); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Sharded: the holder above coordinates; 2 live replicas: a_1, b_2",
+		"Plan: epoch 2, 3 shards",
+		"0      [0x0000000000000000, 0x5555555555555556)   a_1                  1s ago",
+		"1      [0x5555555555555556, 0xaaaaaaaaaaaaaaab)   b_2                  1s ago",
+		"2      [0xaaaaaaaaaaaaaaab, 0x10000000000000000)  <being handed over>  1s ago",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output does not contain %q:\n%s", want, out.String())
+		}
 	}
 }

@@ -10,13 +10,18 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/client-go/kubernetes"
 	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/utils/ptr"
+
+	"github.com/mini-kcm/mini-kcm/app/shards"
 
 	"github.com/mini-kcm/mini-kcm/options"
 )
@@ -66,6 +71,84 @@ LeaderElection events recorded on the Lease (events expire, by default after one
 // released is printed as the holder of a Lease nobody holds.
 const released = "<none> (released)"
 
+// printShards writes, in sharded mode (--shards above 1), the plan and each shard's
+// holder; without shard Leases it writes nothing. The main Lease's holder is then the
+// coordinator, which cuts the namespaces but works on none.
+func printShards(ctx context.Context, w io.Writer, client kubernetes.Interface, namespace, name string, now time.Time) error {
+	list, err := client.CoordinationV1().Leases(namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(map[string]string{shards.LabelSet: name}).String(),
+	})
+	if err != nil || len(list.Items) == 0 {
+		return err
+	}
+	var (
+		active, next *shards.Epoch
+		byShard      = map[int]coordinationv1.Lease{}
+		members      []string
+	)
+	for _, l := range list.Items {
+		switch l.Labels[shards.LabelRole] {
+		case shards.RolePlan:
+			if active, next, err = shards.PlanOf(&l); err != nil {
+				return err
+			}
+		case shards.RoleMember:
+			if !leaseExpired(l, now) {
+				members = append(members, ptr.Deref(l.Spec.HolderIdentity, ""))
+			}
+		case shards.RoleShard:
+			if i, ok := shards.ShardOf(name, l.Name); ok {
+				byShard[i] = l
+			}
+		}
+	}
+	sort.Strings(members)
+	fmt.Fprintf(w, "\nSharded: the holder above coordinates; %d live replicas: %s\n", len(members), strings.Join(members, ", "))
+	if active == nil {
+		fmt.Fprintln(w, "Plan: none yet (the coordinator writes the first one)")
+		return nil
+	}
+	fmt.Fprintf(w, "Plan: epoch %d, %d shards", active.Number, active.Plan.Shards())
+	if next != nil {
+		fmt.Fprintf(w, "; handing every shard over to epoch %d (%d shards)", next.Number, next.Plan.Shards())
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  SHARD\tNAMESPACE HASHES\tHOLDER\tRENEWED")
+	for i := range active.Plan.Shards() {
+		l, ok := byShard[i]
+		holder := "<no Lease yet>"
+		renewed := ""
+		if ok {
+			holder = ptr.Deref(l.Spec.HolderIdentity, "")
+			switch {
+			case l.Labels[shards.LabelEpoch] != active.Label():
+				holder = "<being handed over>"
+			case holder == "":
+				holder = released
+			case leaseExpired(l, now):
+				holder += " (expired)"
+			}
+			if l.Spec.RenewTime != nil {
+				renewed = duration.HumanDuration(now.Sub(l.Spec.RenewTime.Time)) + " ago"
+			}
+		}
+		start, end := active.Plan.Bounds(i)
+		fmt.Fprintf(tw, "  %d\t[%s, %s)\t%s\t%s\n", i, start, end, holder, renewed)
+	}
+	return tw.Flush()
+}
+
+// leaseExpired reports, by this machine's clock, whether a Lease is released or was
+// not renewed within its duration.
+func leaseExpired(l coordinationv1.Lease, now time.Time) bool {
+	if ptr.Deref(l.Spec.HolderIdentity, "") == "" || l.Spec.RenewTime == nil {
+		return true
+	}
+	d := time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0)) * time.Second
+	return l.Spec.RenewTime.Add(d).Before(now)
+}
+
 // candidate summarises the LeaderElection events of one identity.
 type candidate struct {
 	identity string
@@ -113,6 +196,9 @@ func printLeader(ctx context.Context, w io.Writer, client kubernetes.Interface, 
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if err := printShards(ctx, w, client, namespace, name, now); err != nil {
+		fmt.Fprintf(w, "\nShards: unknown, listing their Leases failed: %v\n", err)
 	}
 
 	selector := fields.Set{

@@ -60,14 +60,21 @@ func (p Plan) Shard(namespace string) int {
 // Selector returns the apiserver's shardSelector of shard i, which also matches objects
 // on the client (sharding.Selector.Matches) where the apiserver cannot filter.
 func (p Plan) Selector(i int) sharding.Selector {
-	start, end := "0x0000000000000000", "0x10000000000000000"
+	start, end := p.Bounds(i)
+	return sharding.NewSelector(sharding.ShardRangeRequirement{Key: NamespaceKey, Start: start, End: end})
+}
+
+// Bounds returns shard i's range [start, end) in the selector's hex notation; the last
+// shard ends at 2^64.
+func (p Plan) Bounds(i int) (start, end string) {
+	start, end = "0x0000000000000000", "0x10000000000000000"
 	if i > 0 {
 		start = fmt.Sprintf("0x%016x", p.Cuts[i-1])
 	}
 	if i < len(p.Cuts) {
 		end = fmt.Sprintf("0x%016x", p.Cuts[i])
 	}
-	return sharding.NewSelector(sharding.ShardRangeRequirement{Key: NamespaceKey, Start: start, End: end})
+	return start, end
 }
 
 // Validate checks that the cuts are strictly increasing and not 0.

@@ -71,6 +71,19 @@ func TestShardedReplicasShareTheNamespacesWithOneWriterEach(t *testing.T) {
 	}
 	waitForPods(t, f, tenants, 2)
 
+	// `mini-kcm leader` shows the plan and every shard's holder.
+	res := framework.RunMiniKCM(t, 20*time.Second, "leader", "--kubeconfig="+f.ControlPlane.KubeconfigPath(),
+		"--leader-elect-resource-namespace="+f.LeaseNamespace, "--leader-elect-resource-name="+f.LeaseName)
+	if res.ExitCode != 0 || !strings.Contains(res.Output, fmt.Sprintf("Plan: epoch %d, %d shards", activeEpoch(t, f).Number, shardCount)) ||
+		!strings.Contains(res.Output, "3 live replicas") {
+		t.Errorf("mini-kcm leader: exit code %d, output:\n%s", res.ExitCode, res.Output)
+	}
+	for i, l := range shardLeases(t, f) {
+		if h := ptr.Deref(l.Spec.HolderIdentity, ""); i < shardCount && !strings.Contains(res.Output, h) {
+			t.Errorf("mini-kcm leader does not name %s, the holder of shard %d:\n%s", h, i, res.Output)
+		}
+	}
+
 	assertOneWriterAtATime(t, f, tenants)
 }
 
