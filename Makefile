@@ -73,9 +73,12 @@ control-plane: ## Build etcd, kube-apiserver, kube-scheduler, kube-controller-ma
 	@hack/build-control-plane.sh
 
 .PHONY: run
-run: build control-plane ## Local cluster with 3 mini-kcm replicas and a sample app; Ctrl-C stops all.
+# SHARDS=N runs the replicas active-active on N shards (mini-kcm --shards).
+SHARDS ?= 1
+
+run: build control-plane ## Local cluster with 3 mini-kcm replicas and a sample app (SHARDS=N: sharded); Ctrl-C stops all.
 	$(GO) build -o bin/localcluster ./test/cmd/localcluster
-	bin/localcluster --mini-kcm bin/mini-kcm
+	bin/localcluster --mini-kcm bin/mini-kcm --shards=$(SHARDS)
 
 .PHONY: test
 test: lint test-unit test-fuzz test-e2e ## What CI runs: lint, unit tests (race), a short fuzz pass, e2e suites.

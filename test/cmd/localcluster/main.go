@@ -45,9 +45,10 @@ func main() {
 		replicas = flag.Int("replicas", 3, "number of mini-kcm replicas")
 		nodes    = flag.Int("nodes", 3, "number of fake nodes")
 		dir      = flag.String("dir", "", "directory for the control plane state and logs (default: a new temporary directory, kept until exit)")
+		shards   = flag.Int("shards", 1, "mini-kcm's --shards; above 1 the apiserver runs with the ShardedListAndWatch gate and the sample is applied to tenant namespaces too")
 	)
 	flag.Parse()
-	if err := run(*binary, *replicas, *nodes, *dir); err != nil {
+	if err := run(*binary, *replicas, *nodes, *dir, *shards); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
@@ -63,7 +64,7 @@ type replica struct {
 	process *controlplane.Process
 }
 
-func run(binary string, replicaCount, nodes int, dir string) error {
+func run(binary string, replicaCount, nodes int, dir string, shards int) error {
 	binary, err := filepath.Abs(binary)
 	if err != nil {
 		return err
@@ -76,7 +77,13 @@ func run(binary string, replicaCount, nodes int, dir string) error {
 	defer stop()
 
 	fmt.Println(">> starting the local control plane (etcd, kube-apiserver, kube-scheduler, kwok)")
+	var apiserverArgs []string
+	if shards > 1 {
+		// Sharded replicas need the apiserver to filter by shardSelector (alpha).
+		apiserverArgs = []string{"--feature-gates=ShardedListAndWatch=true"}
+	}
 	cp, err := controlplane.Start(ctx, controlplane.Options{
+		ExtraAPIServerArgs: apiserverArgs,
 		Dir:       dir,
 		Scheduler: true,
 		KWOK:      true,
@@ -103,15 +110,24 @@ func run(binary string, replicaCount, nodes int, dir string) error {
 	}()
 
 	for i := 1; i <= replicaCount; i++ {
-		r, err := startReplica(cp, binary, i)
+		r, err := startReplica(cp, binary, i, shards)
 		if err != nil {
 			return err
 		}
 		running = append(running, r)
 	}
 	client := cp.Client()
-	if err := applySample(ctx, client); err != nil {
-		return err
+	namespaces := []string{metav1.NamespaceDefault}
+	if shards > 1 {
+		// Enough namespaces for every shard to have some, named like tenants.
+		for i := range 2 * shards {
+			namespaces = append(namespaces, fmt.Sprintf("tenant-%02d", i))
+		}
+	}
+	for _, ns := range namespaces {
+		if err := applySample(ctx, client, ns); err != nil {
+			return err
+		}
 	}
 
 	fmt.Printf("\n>> ready. In another terminal:\n\n   export KUBECONFIG=%s\n   kubectl get deployments,pods,endpoints -o wide\n\n", cp.KubeconfigPath())
@@ -124,7 +140,7 @@ func run(binary string, replicaCount, nodes int, dir string) error {
 	ticker := time.NewTicker(2 * time.Second)
 	defer ticker.Stop()
 	for {
-		line := status(ctx, client, running)
+		line := status(ctx, client, running, shards)
 		if interactive {
 			// Rewrite one line in place; pad to clear the rest of a longer previous line.
 			fmt.Printf("\r%-150s", line)
@@ -140,7 +156,7 @@ func run(binary string, replicaCount, nodes int, dir string) error {
 }
 
 // startReplica starts mini-kcm replica i with its own user and a free port.
-func startReplica(cp *controlplane.ControlPlane, binary string, i int) (*replica, error) {
+func startReplica(cp *controlplane.ControlPlane, binary string, i, shards int) (*replica, error) {
 	name := fmt.Sprintf("mini-kcm-replica-%d", i)
 	// TODO: a least-privilege RBAC role instead of system:masters once it exists.
 	kubeconfig, err := cp.AddUser(name, "system:masters")
@@ -162,7 +178,7 @@ func startReplica(cp *controlplane.ControlPlane, binary string, i int) (*replica
 	p, err := controlplane.StartProcess(controlplane.ProcessSpec{
 		Name:    name,
 		Path:    binary,
-		Args:    append(append([]string{"--kubeconfig=" + kubeconfig}, serving...), "--v=2"),
+		Args:    append(append([]string{"--kubeconfig=" + kubeconfig, "--shards=" + strconv.Itoa(shards)}, serving...), "--v=2"),
 		LogPath: filepath.Join(cp.Dir(), "logs", name+".log"),
 	})
 	if err != nil {
@@ -171,13 +187,19 @@ func startReplica(cp *controlplane.ControlPlane, binary string, i int) (*replica
 	return &replica{name: name, port: port, scraper: scraper, process: p}, nil
 }
 
-// applySample creates a Deployment of three pause pods and a Service selecting them.
-// KWOK never pulls the image; the pods only need to look real.
-func applySample(ctx context.Context, client kubernetes.Interface) error {
+// applySample creates, in namespace, a Deployment of three pause pods and a Service
+// selecting them. KWOK never pulls the image; the pods only need to look real.
+func applySample(ctx context.Context, client kubernetes.Interface, namespace string) error {
+	if namespace != metav1.NamespaceDefault {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
+		if _, err := client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating namespace %s: %w", namespace, err)
+		}
+	}
 	labels := map[string]string{"app": "sample"}
 	replicas := int32(3)
 	deployment := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "sample", Namespace: metav1.NamespaceDefault},
+		ObjectMeta: metav1.ObjectMeta{Name: "sample", Namespace: namespace},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: &replicas,
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
@@ -192,48 +214,70 @@ func applySample(ctx context.Context, client kubernetes.Interface) error {
 		},
 	}
 	service := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "sample", Namespace: metav1.NamespaceDefault},
+		ObjectMeta: metav1.ObjectMeta{Name: "sample", Namespace: namespace},
 		Spec: corev1.ServiceSpec{
 			Selector: labels,
 			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}},
 		},
 	}
-	if _, err := client.AppsV1().Deployments(metav1.NamespaceDefault).Create(ctx, deployment, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := client.AppsV1().Deployments(namespace).Create(ctx, deployment, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating the sample Deployment: %w", err)
 	}
-	if _, err := client.CoreV1().Services(metav1.NamespaceDefault).Create(ctx, service, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := client.CoreV1().Services(namespace).Create(ctx, service, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating the sample Service: %w", err)
 	}
-	fmt.Println(">> applied Deployment default/sample (3 × registry.k8s.io/pause:3.10) and Service default/sample")
+	fmt.Printf(">> applied Deployment %s/sample (3 × registry.k8s.io/pause:3.10) and Service %s/sample\n", namespace, namespace)
 	return nil
 }
 
-// status renders one line: the leader, the replicas still running, each Deployment's
-// ready count, and the addresses of the sample Service's Endpoints.
-func status(ctx context.Context, client kubernetes.Interface, replicas []*replica) string {
+// status renders one line: the leader (sharded: the shards each replica holds), the
+// replicas still running, the Deployments' ready counts, and the addresses of the
+// sample Service's Endpoints.
+func status(ctx context.Context, client kubernetes.Interface, replicas []*replica, shards int) string {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	leader, alive := "none", 0
+	var held []string
 	for _, r := range replicas {
 		if r.process.Exited() {
 			continue
 		}
 		alive++
-		if leads(ctx, r) {
+		leases := leases(ctx, r)
+		if shards > 1 {
+			var mine []string
+			for i := range shards {
+				if leases[fmt.Sprintf("%s-%d", leaseName, i)] {
+					mine = append(mine, strconv.Itoa(i))
+				}
+			}
+			held = append(held, fmt.Sprintf("%s [%s]", strings.TrimPrefix(r.name, "mini-kcm-"), strings.Join(mine, ",")))
+		}
+		if leases[leaseName] {
 			leader = fmt.Sprintf("%s (pid %d)", r.name, r.process.Pid())
 		}
 	}
+	if shards > 1 {
+		leader = "shards: " + strings.Join(held, " ")
+	}
 
 	var deployments []string
-	if list, err := client.AppsV1().Deployments(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{}); err != nil {
+	if list, err := client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{}); err != nil {
 		deployments = append(deployments, "error: "+err.Error())
 	} else {
+		var ready, want int32
 		for _, d := range list.Items {
-			want := int32(1)
+			w := int32(1)
 			if d.Spec.Replicas != nil {
-				want = *d.Spec.Replicas
+				w = *d.Spec.Replicas
 			}
-			deployments = append(deployments, fmt.Sprintf("%s %d/%d", d.Name, d.Status.ReadyReplicas, want))
+			ready, want = ready+d.Status.ReadyReplicas, want+w
+			if len(list.Items) <= 3 {
+				deployments = append(deployments, fmt.Sprintf("%s/%s %d/%d", d.Namespace, d.Name, d.Status.ReadyReplicas, w))
+			}
+		}
+		if len(list.Items) > 3 {
+			deployments = append(deployments, fmt.Sprintf("%d Deployments, pods %d/%d", len(list.Items), ready, want))
 		}
 	}
 
@@ -253,22 +297,29 @@ func status(ctx context.Context, client kubernetes.Interface, replicas []*replic
 		time.Now().Format("15:04:05"), leader, alive, len(replicas), strings.Join(deployments, ", "), addresses)
 }
 
-// leads reports whether the replica's metrics say it holds the Lease.
-func leads(ctx context.Context, r *replica) bool {
+// leases returns the Leases the replica's metrics say it holds, by name.
+func leases(ctx context.Context, r *replica) map[string]bool {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://127.0.0.1:"+strconv.Itoa(r.port)+"/metrics", nil)
 	if err != nil {
-		return false
+		return nil
 	}
 	resp, err := r.scraper.Do(req)
 	if err != nil {
-		return false
+		return nil
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil && !errors.Is(err, io.EOF) {
-		return false
+		return nil
 	}
-	return strings.Contains(string(body), `leader_election_master_status{name="`+leaseName+`"} 1`)
+	held := map[string]bool{}
+	for _, line := range strings.Split(string(body), "\n") {
+		name, ok := strings.CutPrefix(line, `leader_election_master_status{name="`)
+		if name, value, found := strings.Cut(name, `"} `); ok && found && value == "1" {
+			held[name] = true
+		}
+	}
+	return held
 }
 
 // isTerminal reports whether f is a character device, i.e. a terminal a line can be
