@@ -125,8 +125,8 @@ type readiness struct {
 	role     role
 	caches   *controllers.CacheSyncTracker
 	stopping bool
-	// informers reports the shared informers that have not synced; nil until they started.
-	informers func() error
+	// informers lists the shared informers that have not synced; nil until they started.
+	informers func() []string
 }
 
 func (r *readiness) setStandby() {
@@ -150,7 +150,7 @@ func (r *readiness) setControllersBuilt(caches *controllers.CacheSyncTracker) {
 }
 
 // setInformers hands over the check of the started shared informers.
-func (r *readiness) setInformers(unsynced func() error) {
+func (r *readiness) setInformers(unsynced func() []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.informers = unsynced
@@ -160,6 +160,21 @@ func (r *readiness) setStopping() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.stopping = true
+}
+
+// readinessState is a copy of what readiness tracks, for /statusz.
+type readinessState struct {
+	role   role
+	caches *controllers.CacheSyncTracker
+	// informers is nil until the shared informers started.
+	informers func() []string
+	stopping  bool
+}
+
+func (r *readiness) state() readinessState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return readinessState{role: r.role, caches: r.caches, informers: r.informers, stopping: r.stopping}
 }
 
 // checks returns the /readyz checks besides ping and the apiserver.
@@ -172,8 +187,8 @@ func (r *readiness) checks() []healthCheck {
 			case r.role == roleStarting:
 				return errors.New("waiting for the apiserver before starting")
 			case r.role == roleStandby && r.informers != nil:
-				if err := r.informers(); err != nil {
-					return fmt.Errorf("warm standby: %w", err)
+				if unsynced := r.informers(); len(unsynced) > 0 {
+					return fmt.Errorf("warm standby: informers not synced yet: %s", strings.Join(unsynced, ", "))
 				}
 				return nil
 			case r.role == roleStandby:

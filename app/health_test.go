@@ -62,7 +62,7 @@ func TestHandlerServesHealthMetricsAndProfilingOnlyWhenEnabled(t *testing.T) {
 		healthz: checksHandler{endpoint: "healthz", checks: []healthCheck{ping}},
 		readyz:  failing,
 	}
-	h := newHandler(e, true, nil)
+	h := newHandler(e, true, nil, nil)
 	for target, want := range map[string]int{
 		"/livez": 200, "/healthz": 200, "/readyz": 500, "/metrics": 200, "/debug/pprof/": 200, "/statusz": 200, "/healthz/ping": 404, "/": 404,
 	} {
@@ -70,7 +70,7 @@ func TestHandlerServesHealthMetricsAndProfilingOnlyWhenEnabled(t *testing.T) {
 			t.Errorf("GET %s = %d, want %d", target, code, want)
 		}
 	}
-	if code, _ := get(t, newHandler(e, false, nil), "/debug/pprof/"); code != 404 {
+	if code, _ := get(t, newHandler(e, false, nil, nil), "/debug/pprof/"); code != 404 {
 		t.Errorf("GET /debug/pprof/ with --profiling=false = %d, want 404", code)
 	}
 }

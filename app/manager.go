@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -137,7 +136,7 @@ func (m *controllerManager) addStages(l *lifecycle) *builtControllers {
 		if m.shard != nil {
 			m.shard.startCluster()
 		}
-		m.readiness.setInformers(func() error { return unsyncedInformers(factory) })
+		m.readiness.setInformers(func() []string { return unsyncedInformers(factory) })
 		// Shutdown waits for the informers and releases their name.
 		return factory.Shutdown, nil
 	})
@@ -153,9 +152,9 @@ func (m *controllerManager) runWorkers(ctx context.Context, built *builtControll
 	return m.runControllers(ctx, built.controllers)
 }
 
-// unsyncedInformers reports, without waiting, the started informers of factory whose
-// cache has not synced yet, for /readyz.
-func unsyncedInformers(factory informers.SharedInformerFactory) error {
+// unsyncedInformers lists, sorted and without waiting, the started informers of
+// factory whose cache has not synced yet, for /readyz and /statusz.
+func unsyncedInformers(factory informers.SharedInformerFactory) []string {
 	// A cancelled context makes the factory report the current state at once.
 	now, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -165,11 +164,8 @@ func unsyncedInformers(factory informers.SharedInformerFactory) error {
 			unsynced = append(unsynced, informerType.String())
 		}
 	}
-	if len(unsynced) == 0 {
-		return nil
-	}
 	sort.Strings(unsynced)
-	return fmt.Errorf("informers not synced yet: %s", strings.Join(unsynced, ", "))
+	return unsynced
 }
 
 // build calls the constructor of every enabled controller, each with a logger named

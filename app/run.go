@@ -4,9 +4,11 @@ import (
 	"context"
 	"os"
 	goruntime "runtime"
+	"sort"
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/server/flagz"
 	clientgoleaderelection "k8s.io/client-go/tools/leaderelection"
 	"k8s.io/klog/v2"
@@ -95,13 +97,18 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 		healthzChecks = append(healthzChecks, healthCheck{name: watchdog.Name(), check: watchdog.Check})
 	}
 	readyzChecks := append([]healthCheck{ping, {name: "apiserver", check: probe.check}}, ready.checks()...)
+	status := &replicaStatus{ready: ready, fenceMode: writeFenceMode(cfg)}
+	status.enabled, status.disabled = enabledAndDisabled(reg, cfg.EnabledControllers)
+	if le := cfg.LeaderElection; le.LeaderElect {
+		status.election = &electionStatus{lease: le.ResourceNamespace + "/" + le.ResourceName, warmStandby: le.WarmStandby}
+	}
 	handler := newHandler(healthEndpoints{
 		// /livez carries the watchdog too: a wedged leader is exactly what a liveness
 		// probe must restart, and deploy/ probes /livez.
 		livez:   checksHandler{endpoint: "livez", checks: healthzChecks},
 		healthz: checksHandler{endpoint: "healthz", checks: healthzChecks},
 		readyz:  checksHandler{endpoint: "readyz", checks: readyzChecks},
-	}, cfg.Serving.EnableProfiling, flagz.NamedFlagSetsReader{FlagSets: cfg.Serving.Flags})
+	}, cfg.Serving.EnableProfiling, flagz.NamedFlagSetsReader{FlagSets: cfg.Serving.Flags}, status.fields())
 
 	manager := &controllerManager{
 		registry:        reg,
@@ -170,7 +177,7 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 		logger.Info("Warm standby: starting the informers before the election; workers start on acquiring the lease")
 		built := manager.addStages(process)
 		err = process.run(ctx, "election", func(ctx context.Context) error {
-			return campaign(ctx, cfg, events, watchdog, ready, fence, func(ctx context.Context) error {
+			return campaign(ctx, cfg, events, watchdog, ready, status.election, fence, func(ctx context.Context) error {
 				return manager.runWorkers(ctx, built)
 			})
 		})
@@ -179,7 +186,7 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 		// then controllers, see controllerManager.run) while leading and releases the
 		// Lease after the term ended.
 		err = process.run(ctx, "election", func(ctx context.Context) error {
-			return campaign(ctx, cfg, events, watchdog, ready, fence, manager.run)
+			return campaign(ctx, cfg, events, watchdog, ready, status.election, fence, manager.run)
 		})
 	}
 	if err == nil {
@@ -190,7 +197,7 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 
 // campaign joins the leader election and runs the controllers while leading.
 func campaign(ctx context.Context, cfg *options.Config, events *eventRecorders,
-	watchdog *clientgoleaderelection.HealthzAdaptor, ready *readiness, fence *leaderelection.Fence,
+	watchdog *clientgoleaderelection.HealthzAdaptor, ready *readiness, election *electionStatus, fence *leaderelection.Fence,
 	runControllers func(context.Context) error) error {
 	le := cfg.LeaderElection
 	timings := leaderelection.Timings{LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod}
@@ -208,6 +215,7 @@ func campaign(ctx context.Context, cfg *options.Config, events *eventRecorders,
 	if err != nil {
 		return err
 	}
+	election.joined(identity)
 	ready.setStandby()
 	return leaderelection.Run(ctx, leaderelection.Config{
 		Client:        client,
@@ -220,5 +228,28 @@ func campaign(ctx context.Context, cfg *options.Config, events *eventRecorders,
 		EventRecorder: events.Recorder(eventComponent),
 		WatchDog:      watchdog,
 		Fence:         fence,
+		Observe:       election.observe,
 	}, runControllers)
+}
+
+// enabledAndDisabled returns the enabled controllers and the registered ones that are
+// not, each sorted, for /statusz.
+func enabledAndDisabled(reg *controllers.Registry, enabledNames []string) (enabled, disabled []string) {
+	on := sets.New(enabledNames...)
+	for _, name := range reg.Names() {
+		if !on.Has(name) {
+			disabled = append(disabled, name)
+		}
+	}
+	sort.Strings(disabled)
+	return sets.List(on), disabled
+}
+
+// writeFenceMode says, for /statusz, how this replica's writes are fenced.
+// Placeholder: the fence's own description replaces it.
+func writeFenceMode(cfg *options.Config) func() string {
+	if cfg.LeaderElection.LeaderElect {
+		return func() string { return "in-process (Lease fence)" }
+	}
+	return func() string { return "off (leader election is off)" }
 }

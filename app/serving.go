@@ -36,10 +36,11 @@ type healthEndpoints struct {
 }
 
 // newHandler returns the mux of the endpoint, before authentication and authorization:
-// the health endpoints, /metrics, /debug/pprof (with profiling), /flagz and /statusz.
-// The handler chain of newServingChain guards all of it; only the health endpoints are
-// always allowed (--authorization-always-allow-paths).
-func newHandler(e healthEndpoints, profiling bool, flags flagz.Reader) http.Handler {
+// the health endpoints, /metrics, /debug/pprof (with profiling), /flagz and /statusz,
+// whose text ends with statuszFields (see withStatuszSection). The handler chain of
+// newServingChain guards all of it; only the health endpoints are always allowed
+// (--authorization-always-allow-paths).
+func newHandler(e healthEndpoints, profiling bool, flags flagz.Reader, statuszFields []statuszField) http.Handler {
 	m := mux.NewPathRecorderMux(componentName)
 	m.Handle("/livez", e.livez)
 	m.Handle("/healthz", e.healthz)
@@ -54,7 +55,7 @@ func newHandler(e healthEndpoints, profiling bool, flags flagz.Reader) http.Hand
 		flagz.Install(m, componentName, flags)
 	}
 	// Installed last, so that its list of paths names every other endpoint.
-	statusz.Install(m, componentName, statusz.NewRegistry(effectiveVersion(), statusz.WithListedPaths(m.ListedPaths())))
+	statusz.Install(statuszMux{mux: m, fields: statuszFields}, componentName, statusz.NewRegistry(effectiveVersion(), statusz.WithListedPaths(m.ListedPaths())))
 	return m
 }
 

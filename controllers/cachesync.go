@@ -78,10 +78,14 @@ func (t *CacheSyncTracker) setPending(controller string, unsynced []string) {
 	t.pending[controller] = unsynced
 }
 
+// NotStarted stands for the informers of a controller whose Run has not polled them
+// yet (see Expect).
+const NotStarted = "(not started)"
+
 // Expect marks a controller as waiting before its Run starts, so /readyz is false from
 // the moment the controller is built rather than from its first poll.
 func (t *CacheSyncTracker) Expect(controller string) {
-	t.setPending(controller, []string{"(not started)"})
+	t.setPending(controller, []string{NotStarted})
 }
 
 // Check returns an error naming every controller whose informers have not synced.
@@ -102,4 +106,19 @@ func (t *CacheSyncTracker) Check() error {
 	}
 	sort.Strings(problems)
 	return fmt.Errorf("caches not synced: %s", strings.Join(problems, "; "))
+}
+
+// Pending returns, for every controller tracked so far, the informers it still waits
+// for: an empty list once its caches synced. It is a copy, for status pages.
+func (t *CacheSyncTracker) Pending() map[string][]string {
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	pending := make(map[string][]string, len(t.pending))
+	for controller, unsynced := range t.pending {
+		pending[controller] = append([]string(nil), unsynced...)
+	}
+	return pending
 }

@@ -114,6 +114,11 @@ type Config struct {
 	// Leases, when set, is the Lease client of the election instead of Client's; the
 	// sharded mode guards it (see shards.GuardEpoch).
 	Leases coordinationv1client.LeasesGetter
+	// Observe, when set, is called with the Lease's record after every successful read
+	// or write of it by this candidate (about every retry period), so that the caller
+	// can report the holder and transitions it last saw. It must return quickly; it
+	// decides nothing. Optional.
+	Observe func(resourcelock.LeaderElectionRecord)
 }
 
 // NewIdentity returns hostname_uuid.
@@ -226,6 +231,9 @@ func Run(ctx context.Context, cfg Config, run func(ctx context.Context) error) e
 	}
 	runDone := make(chan struct{})
 
+	if cfg.Observe != nil {
+		lock = &observedLock{Interface: lock, observe: cfg.Observe}
+	}
 	if cfg.Fence != nil {
 		lock = &fencedLock{Interface: lock, fence: cfg.Fence, takenOver: func(holder string) {
 			// The apiserver says another replica holds the Lease: stop the election

@@ -84,11 +84,11 @@ func run(binary string, replicaCount, nodes int, dir string, shards int) error {
 	}
 	cp, err := controlplane.Start(ctx, controlplane.Options{
 		ExtraAPIServerArgs: apiserverArgs,
-		Dir:       dir,
-		Scheduler: true,
-		KWOK:      true,
-		Nodes:     nodes,
-		Logf:      func(format string, args ...any) { fmt.Printf("   "+format+"\n", args...) },
+		Dir:                dir,
+		Scheduler:          true,
+		KWOK:               true,
+		Nodes:              nodes,
+		Logf:               func(format string, args ...any) { fmt.Printf("   "+format+"\n", args...) },
 	})
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -136,6 +137,28 @@ func TestServingAuthenticatesAndAuthorizesEverythingButHealth(t *testing.T) {
 		t.Errorf("/flagz = %v, want kind Flagz with the flags in effect", flagz)
 	}
 
+	t.Log("/statusz's text says which replica leads the Lease, and what it runs")
+	lease := f.LeaseNamespace + "/" + f.LeaseName
+	holder, err := f.Holder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, 30*time.Second, func() error {
+		return statuszSays(r,
+			`Leader election`+statuszDelimiter+regexp.QuoteMeta(`leading (warm standby mode) | Lease `+lease+` | identity `+holder+` | holder this replica`),
+			`Controllers`+statuszDelimiter+`deployment-controller, endpoints-controller, endpointslice-controller, replicaset-controller \(disabled: `,
+			`Caches`+statuszDelimiter+`synced: deployment-controller, endpoints-controller, endpointslice-controller, replicaset-controller$`,
+			`Write fence`+statuszDelimiter+`in-process`)
+	})
+	standby := f.StartReplica(framework.ReplicaOptions{})
+	standby.WaitReady(t, time.Minute)
+	framework.Eventually(t, 30*time.Second, func() error {
+		return statuszSays(standby,
+			`Leader election`+statuszDelimiter+regexp.QuoteMeta(`standby (warm) | Lease `+lease+` | identity `)+`\S+`+
+				regexp.QuoteMeta(` | holder `+holder+` (seen `),
+			`Caches`+statuszDelimiter+`warm standby: shared informers synced$`)
+	})
+
 	t.Log("plain HTTP is refused")
 	resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(r.Port) + "/healthz")
 	if err == nil {
@@ -145,6 +168,27 @@ func TestServingAuthenticatesAndAuthorizesEverythingButHealth(t *testing.T) {
 			t.Errorf("plain HTTP GET /healthz = %d %q, want a refusal (400 from the TLS server)", resp.StatusCode, body)
 		}
 	}
+}
+
+// statuszDelimiter matches the separator between a name and its value in /statusz's
+// text: the library draws one for every response, so that nobody parses the page.
+const statuszDelimiter = `(:|: |=| ) `
+
+// statuszSays checks that the replica's /statusz text has a line matching each pattern.
+func statuszSays(r *framework.Replica, lines ...string) error {
+	code, body, err := r.Get("/statusz")
+	if err != nil {
+		return err
+	}
+	if code != http.StatusOK {
+		return fmt.Errorf("%s /statusz = %d %q", r.Name, code, body)
+	}
+	for _, line := range lines {
+		if !regexp.MustCompile(`(?m)^` + line).MatchString(body) {
+			return fmt.Errorf("%s /statusz has no line matching %q:\n%s", r.Name, line, body)
+		}
+	}
+	return nil
 }
 
 // getJSON gets path as JSON of the given media type and decodes it.
