@@ -167,6 +167,7 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 		if buildErr != nil {
 			return buildErr
 		}
+		replica.ready, status.shards = ready, replica.status
 		err = process.run(ctx, "shards", replica.run)
 	case le.WarmStandby:
 		// A warm standby builds the controllers and syncs the informers before and

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -80,12 +82,16 @@ type shardedReplica struct {
 	// term runs the controllers on one shard until ctx is cancelled: its informers
 	// with the shard's selector, then its workers, each write fenced by fence.
 	term func(ctx context.Context, shard int, epoch int64, selector string, fence *leaderelection.Fence) error
+	// ready learns when this replica campaigns (for /readyz).
+	ready *readiness
 	// coordinator weighs the namespaces and writes the plan while this replica holds
 	// the base Lease.
 	coordinator *shardCoordinator
 
-	// leases lists the Leases of base, from an informer.
-	leases coordinationlisters.LeaseNamespaceLister
+	// leaseFactory has the one informer of the Leases of base, and only those; leases
+	// lists them.
+	leaseFactory informers.SharedInformerFactory
+	leases       coordinationlisters.LeaseNamespaceLister
 	// seen tells when each Lease last changed, by this replica's clock.
 	seen observations
 
@@ -111,7 +117,6 @@ type shardElection struct {
 // leaves the membership, in that order.
 func (r *shardedReplica) run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	r.elections = map[int]*shardElection{}
 	r.events = r.recorders.Recorder(eventComponent)
 	r.coordinator.recorder = r.recorders.Recorder(eventComponent)
 	if err := r.checkServerFilters(ctx); err != nil || ctx.Err() != nil {
@@ -124,13 +129,9 @@ func (r *shardedReplica) run(ctx context.Context) error {
 	defer r.cluster.Shutdown()
 	defer stopCluster()
 
-	// The Leases of base, and only those, from one informer in their namespace.
 	leaseCtx, stopLeases := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopLeases()
-	factory := informers.NewSharedInformerFactoryWithOptions(r.client, 0, informers.WithNamespace(r.namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = shards.LabelSet + "=" + r.base }))
-	leaseInformer := factory.Coordination().V1().Leases()
-	r.leases = leaseInformer.Lister().Leases(r.namespace)
+	leaseInformer := r.leaseFactory.Coordination().V1().Leases()
 	changed := make(chan struct{}, 1)
 	notify := func() {
 		select {
@@ -145,8 +146,8 @@ func (r *shardedReplica) run(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("watching the shard Leases: %w", err)
 	}
-	factory.Start(leaseCtx.Done())
-	defer factory.Shutdown()
+	r.leaseFactory.Start(leaseCtx.Done())
+	defer r.leaseFactory.Shutdown()
 	if !cache.WaitForCacheSync(ctx.Done(), leaseInformer.Informer().HasSynced) {
 		return nil // shut down while starting
 	}
@@ -158,6 +159,7 @@ func (r *shardedReplica) run(ctx context.Context) error {
 	defer background.Wait()
 	defer stopLeases()
 
+	r.ready.setStandby()
 	logger.Info("Sharded: campaigning for a fair share of the shards", "shards", r.shards,
 		"leases", fmt.Sprintf("%s/%s-0…%d", r.namespace, r.base, r.shards-1))
 	ticker := time.NewTicker(r.timings.RetryPeriod)
@@ -384,6 +386,60 @@ func (r *shardedReplica) breakExpired(ctx context.Context, expired *coordination
 	logger.Info("Released a shard Lease that expired in another replica's hands", "lease", expired.Name, "holder", holder(expired))
 }
 
+// status says, for /statusz, the plan, the shards this replica holds or campaigns
+// for, and its fair share, e.g. "6 shards, plan epoch 2 | holding 1 [0x…, 0x…), 4 [0x…,
+// 0x…) | campaigning for none | 3 live replicas, fair share 2 | coordinating".
+func (r *shardedReplica) status() string {
+	var (
+		active, next *shards.Epoch
+		live         int
+		coordinator  string
+	)
+	all, _ := r.leases.List(labels.Everything())
+	now := time.Now()
+	for _, l := range all {
+		switch {
+		case l.Labels[shards.LabelRole] == shards.RolePlan:
+			active, next, _ = shards.PlanOf(l)
+		case l.Labels[shards.LabelRole] == shards.RoleMember && !r.seen.expired(l, now):
+			live++
+		case l.Name == r.base:
+			coordinator = holder(l)
+		}
+	}
+	parts := []string{fmt.Sprintf("%d shards", r.shards)}
+	switch {
+	case active == nil:
+		parts[0] += ", no plan yet"
+	case next != nil:
+		parts[0] += fmt.Sprintf(", plan epoch %d handing over to %d", active.Number, next.Number)
+	default:
+		parts[0] += fmt.Sprintf(", plan epoch %d", active.Number)
+	}
+	r.mu.Lock()
+	var held, campaigning []string
+	for shard, e := range r.elections {
+		switch {
+		case e.leading.Load() && active != nil && e.epoch == active.Number:
+			start, end := active.Plan.Bounds(shard)
+			held = append(held, fmt.Sprintf("%d [%s, %s)", shard, start, end))
+		case e.leading.Load():
+			held = append(held, fmt.Sprintf("%d (epoch %d, handing over)", shard, e.epoch))
+		default:
+			campaigning = append(campaigning, strconv.Itoa(shard))
+		}
+	}
+	r.mu.Unlock()
+	sort.Strings(held)
+	sort.Strings(campaigning)
+	parts = append(parts, "holding "+namesOrNone(held), "campaigning for "+namesOrNone(campaigning),
+		fmt.Sprintf("%d live replicas, fair share %d", live, fairShare(r.shards, live)))
+	if coordinator == r.identity {
+		parts = append(parts, "coordinating (cuts the namespaces)")
+	}
+	return strings.Join(parts, " | ")
+}
+
 // keepMembership renews this replica's membership Lease until ctx is cancelled.
 func (r *shardedReplica) keepMembership(ctx context.Context) {
 	logger := klog.FromContext(ctx)
@@ -550,7 +606,11 @@ func newShardedReplica(cfg *options.Config, manager *controllerManager, clients 
 		probe:     client,
 		recorders: events,
 		cluster:   cluster,
+		elections: map[int]*shardElection{},
 	}
+	r.leaseFactory = informers.NewSharedInformerFactoryWithOptions(electionClient, 0, informers.WithNamespace(r.namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = shards.LabelSet + "=" + r.base }))
+	r.leases = r.leaseFactory.Coordination().V1().Leases().Lister().Leases(r.namespace)
 	r.term = func(ctx context.Context, shard int, epoch int64, selector string, fence *leaderelection.Fence) error {
 		m := *manager
 		shardClients := clients

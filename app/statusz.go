@@ -195,6 +195,9 @@ type replicaStatus struct {
 	enabled, disabled []string
 	// fenceMode says how this replica's writes are fenced.
 	fenceMode func() string
+	// shards, in sharded mode (--shards above 1), says which shards this replica
+	// holds; nil otherwise.
+	shards func() string
 	// now is the clock of "ago"s; time.Now if nil.
 	now func() time.Time
 }
@@ -206,6 +209,12 @@ func (s *replicaStatus) fields() []statuszField {
 		{name: "Controllers", value: s.controllers},
 		{name: "Caches", value: s.caches},
 		{name: "Write fence", value: s.fenceMode},
+		{name: "Shards", value: func() string {
+			if s.shards == nil {
+				return "not sharded (--shards=1): one leader works on every namespace"
+			}
+			return s.shards()
+		}},
 	}
 }
 
@@ -221,7 +230,9 @@ func (s *replicaStatus) clock() time.Time {
 func (s *replicaStatus) leaderElection() string {
 	st := s.ready.state()
 	var parts []string
-	if s.election == nil {
+	if s.shards != nil {
+		parts = append(parts, "sharded: a Lease per shard (see Shards)")
+	} else if s.election == nil {
 		role := "starting"
 		if st.role == roleLeading {
 			role = "running the controllers without a Lease"

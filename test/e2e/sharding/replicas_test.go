@@ -49,6 +49,14 @@ func TestShardedReplicasShareTheNamespacesWithOneWriterEach(t *testing.T) {
 	}
 	waitForPods(t, f, tenants, 3)
 	waitForFairShares(t, f, replicas, 2)
+	for _, r := range replicas {
+		r.WaitReady(t, 30*time.Second)
+		code, body, err := r.Get("/statusz")
+		if err != nil || code != 200 || !strings.Contains(body, fmt.Sprintf("%d shards, plan epoch", shardCount)) ||
+			!strings.Contains(body, "3 live replicas, fair share 2") {
+			t.Errorf("%s /statusz: %d %v\n%s", r.Name, code, err, body)
+		}
+	}
 	if epoch := activeEpoch(t, f); epoch.Number < 2 {
 		t.Logf("the plan was not recut after the tenants filled (epoch %d)", epoch.Number)
 	}
