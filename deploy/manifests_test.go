@@ -46,6 +46,14 @@ type kustomization struct {
 	APIVersion string   `json:"apiVersion"`
 	Kind       string   `json:"kind"`
 	Resources  []string `json:"resources"`
+	// Patches are JSON patches of the sharded overlay (see sharded_test.go).
+	Patches []struct {
+		Path   string `json:"path"`
+		Target struct {
+			Kind string `json:"kind"`
+			Name string `json:"name"`
+		} `json:"target"`
+	} `json:"patches"`
 }
 
 // kustomizeFiles returns the manifest files a kustomization directory applies, following
@@ -177,7 +185,7 @@ func mustFlag(t *testing.T, c corev1.Container, name string) string {
 }
 
 func TestEveryManifestDecodesStrictlyIntoAKnownType(t *testing.T) {
-	for _, dir := range []string{".", "sample", "static-pod"} {
+	for _, dir := range []string{".", "sample", "static-pod", "sharded"} {
 		t.Run(dir, func(t *testing.T) {
 			if m := loadKustomization(t, dir); len(m.objects) == 0 {
 				t.Fatalf("kustomization %s applies nothing", dir)
@@ -190,8 +198,8 @@ func TestEveryManifestDecodesStrictlyIntoAKnownType(t *testing.T) {
 }
 
 func TestEveryManifestIsAppliedByAKustomization(t *testing.T) {
-	applied := map[string]bool{staticPodFile: true, kindConfigFile: true}
-	for _, dir := range []string{".", "sample", "static-pod"} {
+	applied := map[string]bool{staticPodFile: true, kindConfigFile: true, shardsPatchFile: true}
+	for _, dir := range []string{".", "sample", "static-pod", "sharded"} {
 		for _, f := range kustomizeFiles(t, dir) {
 			applied[filepath.ToSlash(f)] = true
 		}
