@@ -109,6 +109,7 @@ func (c *shardCoordinator) step(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	c.forgetDeparted(ctx)
 	switch {
 	case next != nil:
 		if !c.handOver(ctx, *next) {
@@ -148,6 +149,30 @@ func (c *shardCoordinator) step(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// forgetDeparted deletes the membership Leases of replicas that stopped renewing them
+// (killed, or partitioned for a lease duration), so that they do not pile up; a replica
+// that comes back creates its Lease again. The delete is conditional on the
+// resourceVersion that was seen to expire.
+func (c *shardCoordinator) forgetDeparted(ctx context.Context) {
+	r := c.replica
+	members, err := r.leases.List(labelsOf(r.base, shards.RoleMember))
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	for _, m := range members {
+		if !r.seen.expired(m, now) {
+			continue
+		}
+		err := c.client.CoordinationV1().Leases(r.namespace).Delete(ctx, m.Name, metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{ResourceVersion: &m.ResourceVersion},
+		})
+		if err == nil {
+			klog.FromContext(ctx).Info("Forgot a replica that stopped renewing its membership", "replica", holder(m))
+		}
+	}
 }
 
 func epochAfter(e *shards.Epoch) int64 {

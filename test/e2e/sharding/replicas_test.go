@@ -64,8 +64,11 @@ func TestShardedReplicasShareTheNamespacesWithOneWriterEach(t *testing.T) {
 	// A replica dies: its shards expire and the others take them, three each.
 	killed := replicas[0]
 	killed.Kill()
+	killedAt := time.Now()
 	survivors := replicas[1:]
 	waitForFairShares(t, f, survivors, 3)
+	t.Logf("SIGKILL → every shard held by the survivors: %s (lease %s, retry %s)",
+		time.Since(killedAt).Round(10*time.Millisecond), framework.LeaseDuration, framework.RetryPeriod)
 	for _, ns := range tenants {
 		scaleReplicaSet(t, f, ns, 5)
 	}
@@ -73,7 +76,10 @@ func TestShardedReplicasShareTheNamespacesWithOneWriterEach(t *testing.T) {
 
 	// A new replica joins and gets its share back from the others.
 	joined := f.StartReplica(args)
+	waitForMembers(t, f, 3)
+	seen := time.Now()
 	waitForFairShares(t, f, append(survivors, joined), 2)
+	t.Logf("new member's Lease seen → fair shares of 2 again: %s", time.Since(seen).Round(10*time.Millisecond))
 	for _, ns := range tenants {
 		scaleReplicaSet(t, f, ns, 2)
 	}
@@ -195,7 +201,7 @@ func shardLeases(t *testing.T, f *framework.Framework) map[int]coordinationv1.Le
 // replica holds share shards.
 func waitForFairShares(t *testing.T, f *framework.Framework, replicas []*framework.Replica, share int) {
 	t.Helper()
-	framework.Eventually(t, time.Minute, func() error {
+	framework.EventuallyEvery(t, time.Minute, 50*time.Millisecond, func() error {
 		held := map[string][]int{}
 		for i, l := range shardLeases(t, f) {
 			if i >= shardCount {
@@ -214,6 +220,31 @@ func waitForFairShares(t *testing.T, f *framework.Framework, replicas []*framewo
 			if len(s) != share {
 				return fmt.Errorf("%s holds shards %v, want %d", h, s, share)
 			}
+		}
+		return nil
+	})
+}
+
+// waitForMembers waits until n membership Leases were renewed within their duration
+// (one clock: every process of the test runs on this machine).
+func waitForMembers(t *testing.T, f *framework.Framework, n int) {
+	t.Helper()
+	framework.EventuallyEvery(t, time.Minute, 50*time.Millisecond, func() error {
+		list, err := f.Client.CoordinationV1().Leases(f.LeaseNamespace).List(f.Context(), metav1.ListOptions{
+			LabelSelector: labels.SelectorFromSet(shards.Labels(f.LeaseName, shards.RoleMember)).String(),
+		})
+		if err != nil {
+			return err
+		}
+		live := 0
+		for _, l := range list.Items {
+			d := time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0)) * time.Second
+			if l.Spec.RenewTime != nil && time.Since(l.Spec.RenewTime.Time) < d {
+				live++
+			}
+		}
+		if live != n {
+			return fmt.Errorf("%d live membership Leases, want %d", live, n)
 		}
 		return nil
 	})
