@@ -156,8 +156,6 @@ func (r *shardedReplica) run(ctx context.Context) error {
 	var background sync.WaitGroup
 	background.Go(func() { r.keepMembership(leaseCtx) })
 	background.Go(func() { r.coordinator.run(leaseCtx) })
-	defer background.Wait()
-	defer stopLeases()
 
 	r.ready.setStandby()
 	logger.Info("Sharded: campaigning for a fair share of the shards", "shards", r.shards,
@@ -180,6 +178,10 @@ func (r *shardedReplica) run(ctx context.Context) error {
 	}
 	r.mu.Unlock()
 	r.running.Wait()
+	// Then stop renewing the membership (and coordinating) before leaving it, so that
+	// no renewal recreates the deleted Lease.
+	stopLeases()
+	background.Wait()
 	r.leaveMembership(logger)
 	return nil
 }
