@@ -171,6 +171,12 @@ func (r *shardedReplica) run(ctx context.Context) error {
 		}
 	}
 
+	// Leave first (stop renewing the membership, so that no renewal recreates it, and
+	// delete it), so that the others count one replica fewer and campaign for this
+	// one's shards while they drain; each is then taken as soon as it is released.
+	stopLeases()
+	background.Wait()
+	r.leaveMembership(logger)
 	logger.Info("Handing over the shards this replica holds")
 	r.mu.Lock()
 	for _, e := range r.elections {
@@ -178,11 +184,6 @@ func (r *shardedReplica) run(ctx context.Context) error {
 	}
 	r.mu.Unlock()
 	r.running.Wait()
-	// Then stop renewing the membership (and coordinating) before leaving it, so that
-	// no renewal recreates the deleted Lease.
-	stopLeases()
-	background.Wait()
-	r.leaveMembership(logger)
 	return nil
 }
 

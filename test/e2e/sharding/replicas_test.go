@@ -28,7 +28,8 @@ const shardCount = 6
 // FNV-1a crowds them, which the plan's cuts must follow). Every ReplicaSet gets exactly
 // its pods; each replica holds its fair share; a killed replica's shards are taken over
 // and the work goes on without a lost or duplicated pod; a new replica takes its share;
-// and the audit log shows, per namespace, never two replicas writing at once.
+// one that stops on SIGTERM hands its shards over at once; and the audit log shows, per
+// namespace, never two replicas writing at once.
 func TestShardedReplicasShareTheNamespacesWithOneWriterEach(t *testing.T) {
 	f := framework.New(t)
 	tenants := make([]string, 12)
@@ -85,11 +86,27 @@ func TestShardedReplicasShareTheNamespacesWithOneWriterEach(t *testing.T) {
 	}
 	waitForPods(t, f, tenants, 2)
 
+	// SIGTERM: the replica drains and releases its shards and leaves, and the others
+	// take them at once instead of after the Leases expire.
+	leaving := survivors[0]
+	leaving.Term()
+	termAt := time.Now()
+	remaining := []*framework.Replica{survivors[1], joined}
+	waitForFairShares(t, f, remaining, 3)
+	t.Logf("SIGTERM → every shard held by the others: %s", time.Since(termAt).Round(10*time.Millisecond))
+	if code, err := leaving.Wait(30 * time.Second); err != nil || code != 0 {
+		t.Errorf("%s after SIGTERM: exit code %d, %v; want a graceful exit 0", leaving.Name, code, err)
+	}
+	for _, ns := range tenants {
+		scaleReplicaSet(t, f, ns, 4)
+	}
+	waitForPods(t, f, tenants, 4)
+
 	// `mini-kcm leader` shows the plan and every shard's holder.
 	res := framework.RunMiniKCM(t, 20*time.Second, "leader", "--kubeconfig="+f.ControlPlane.KubeconfigPath(),
 		"--leader-elect-resource-namespace="+f.LeaseNamespace, "--leader-elect-resource-name="+f.LeaseName)
 	if res.ExitCode != 0 || !strings.Contains(res.Output, fmt.Sprintf("Plan: epoch %d, %d shards", activeEpoch(t, f).Number, shardCount)) ||
-		!strings.Contains(res.Output, "3 live replicas") {
+		!strings.Contains(res.Output, "2 live replicas") {
 		t.Errorf("mini-kcm leader: exit code %d, output:\n%s", res.ExitCode, res.Output)
 	}
 	for i, l := range shardLeases(t, f) {
