@@ -218,10 +218,20 @@ func shardLeases(t *testing.T, f *framework.Framework) map[int]coordinationv1.Le
 // replica holds share shards.
 func waitForFairShares(t *testing.T, f *framework.Framework, replicas []*framework.Replica, share int) {
 	t.Helper()
+	if shardCount != share*len(replicas) {
+		t.Fatalf("%d shards cannot be shared %d each by %d replicas", shardCount, share, len(replicas))
+	}
+	waitForFairSharesOf(t, f, replicas, shardCount)
+}
+
+// waitForFairSharesOf waits until each of count shards is held by one of replicas, and
+// each replica holds its fair share: ceil(count / replicas) or one fewer.
+func waitForFairSharesOf(t *testing.T, f *framework.Framework, replicas []*framework.Replica, count int) {
+	t.Helper()
 	framework.EventuallyEvery(t, time.Minute, 50*time.Millisecond, func() error {
 		held := map[string][]int{}
 		for i, l := range shardLeases(t, f) {
-			if i >= shardCount {
+			if i >= count {
 				continue
 			}
 			h := ptr.Deref(l.Spec.HolderIdentity, "")
@@ -233,9 +243,10 @@ func waitForFairShares(t *testing.T, f *framework.Framework, replicas []*framewo
 		if len(held) != len(replicas) {
 			return fmt.Errorf("holders %v, want %d replicas", held, len(replicas))
 		}
+		share := (count + len(replicas) - 1) / len(replicas)
 		for h, s := range held {
-			if len(s) != share {
-				return fmt.Errorf("%s holds shards %v, want %d", h, s, share)
+			if len(s) != share && len(s) != share-1 {
+				return fmt.Errorf("%s holds shards %v, want %d or %d", h, s, share-1, share)
 			}
 		}
 		return nil

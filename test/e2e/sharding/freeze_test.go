@@ -1,0 +1,87 @@
+package sharding
+
+import (
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
+)
+
+// TestAFrozenShardHolderWritesNothingOnceItsShardsAreTakenOver freezes (SIGSTOP) the
+// replica that holds one tenant's shard right after every tenant was given more work,
+// lets the others take its shards over and converge, and resumes it: its fences closed
+// while it was frozen, so it writes nothing on its stale caches, and it exits on seeing
+// its shards held by others. The audit log shows no two shard terms writing to one
+// namespace at once, and every tenant ends with exactly its pods.
+func TestAFrozenShardHolderWritesNothingOnceItsShardsAreTakenOver(t *testing.T) {
+	f := framework.New(t)
+	tenants := make([]string, 9)
+	for i := range tenants {
+		tenants[i] = fmt.Sprintf("%s-t%02d", f.Namespace, i)
+		createNamespace(t, f, tenants[i])
+		createReplicaSet(t, f, tenants[i], 2)
+	}
+	const shardsHere = 3
+	replicas := f.StartReplicas(3, framework.ReplicaOptions{Args: []string{
+		fmt.Sprintf("--shards=%d", shardsHere), "--shard-rebalance-period=2s", "--controllers=replicaset",
+	}})
+	waitForPods(t, f, tenants, 2)
+	// The first cut was made before the tenants had pods; wait for the one that
+	// follows them, so that the frozen replica has tenants to work on.
+	framework.Eventually(t, time.Minute, func() error {
+		if e := activeEpoch(t, f); e.Number < 2 {
+			return fmt.Errorf("plan epoch %d, waiting for the recut", e.Number)
+		}
+		return nil
+	})
+	waitForFairSharesOf(t, f, replicas, shardsHere)
+	epoch := activeEpoch(t, f)
+	frozenShard := epoch.Plan.Shard(tenants[0])
+	frozen := holderOf(t, f, replicas, frozenShard)
+	t.Logf("freezing %s, the holder of shard %d (%s)", frozen.Name, frozenShard, tenants[0])
+	if err := syscall.Kill(frozen.Pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range tenants {
+		scaleReplicaSet(t, f, ns, 7)
+	}
+	var others []*framework.Replica
+	for _, r := range replicas {
+		if r != frozen {
+			others = append(others, r)
+		}
+	}
+	waitForFairSharesOf(t, f, others, shardsHere)
+	waitForPods(t, f, tenants, 7)
+
+	if err := syscall.Kill(frozen.Pid(), syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	resumed := time.Now()
+	code, err := frozen.Wait(30 * time.Second)
+	if err != nil || code != 1 {
+		t.Errorf("the resumed replica: exit code %d, %v; want 1 (a lost shard ends the process)", code, err)
+	}
+	t.Logf("resumed → exited: %s", time.Since(resumed).Round(10*time.Millisecond))
+	waitForPods(t, f, tenants, 7)
+	assertOneWriterAtATime(t, f, tenants)
+}
+
+// holderOf returns the replica whose metrics say it holds shard i.
+func holderOf(t *testing.T, f *framework.Framework, replicas []*framework.Replica, shard int) *framework.Replica {
+	t.Helper()
+	lease := fmt.Sprintf("%s-%d", f.LeaseName, shard)
+	for _, r := range replicas {
+		m, err := r.Metrics()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, ok := m.Value("leader_election_master_status", map[string]string{"name": lease}); ok && v == 1 {
+			return r
+		}
+	}
+	t.Fatalf("no replica reports holding %s", lease)
+	return nil
+}
