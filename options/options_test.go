@@ -256,6 +256,35 @@ func TestLeaderElectionTimingIsNotCheckedWithoutLeaderElection(t *testing.T) {
 	}
 }
 
+func TestAPIServerFenceWithoutLeaderElectionNamesBothFlags(t *testing.T) {
+	reg := testRegistry(t)
+	kubeconfig := writeFile(t, "kubeconfig", validKubeconfig)
+	errs := parse(t, reg, "--kubeconfig", kubeconfig, "--leader-elect=false", "--leader-elect-apiserver-fence").Validate(reg)
+	if len(errs) != 1 {
+		t.Fatalf("errors = %v, want exactly one", errs)
+	}
+	for _, want := range []string{"--leader-elect-apiserver-fence requires --leader-elect", "set --leader-elect=true"} {
+		if !strings.Contains(errs[0].Error(), want) {
+			t.Errorf("error %q does not say %q", errs[0], want)
+		}
+	}
+}
+
+func TestAPIServerFenceIsOffByDefaultAndAppliedToConfig(t *testing.T) {
+	reg := testRegistry(t)
+	kubeconfig := writeFile(t, "kubeconfig", validKubeconfig)
+	if NewLeaderElectionOptions().APIServerFence {
+		t.Error("--leader-elect-apiserver-fence is on by default; it needs RBAC and a policy that a plain cluster lacks")
+	}
+	cfg, err := parse(t, reg, "--kubeconfig", kubeconfig, "--leader-elect-apiserver-fence").Config(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.LeaderElection.APIServerFence {
+		t.Error("--leader-elect-apiserver-fence did not reach the Config")
+	}
+}
+
 func TestKubeconfigProblemsNameTheFileAndTheFix(t *testing.T) {
 	dir := t.TempDir()
 	unreadable := filepath.Join(dir, "unreadable")
@@ -315,7 +344,7 @@ func TestFlagsAreGroupedInSections(t *testing.T) {
 	fss := NewOptions().Flags(testRegistry(t))
 	want := map[string][]string{
 		"generic":               {"kubeconfig", "master", "kube-api-qps", "kube-api-burst", "kube-api-content-type", "controllers", "min-resync-period", "controller-shutdown-timeout", "controller-sync-stuck-threshold", "feature-gates"},
-		"leader election":       {"leader-elect", "leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period", "leader-elect-resource-lock", "leader-elect-resource-name", "leader-elect-resource-namespace"},
+		"leader election":       {"leader-elect", "leader-elect-warm-standby", "leader-elect-apiserver-fence", "leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period", "leader-elect-resource-lock", "leader-elect-resource-name", "leader-elect-resource-namespace"},
 		"secure serving":        {"bind-address", "secure-port", "cert-dir", "tls-cert-file", "tls-private-key-file", "tls-min-version", "tls-cipher-suites"},
 		"authentication":        {"authentication-kubeconfig", "client-ca-file", "requestheader-client-ca-file", "authentication-skip-lookup"},
 		"authorization":         {"authorization-kubeconfig", "authorization-always-allow-paths"},
