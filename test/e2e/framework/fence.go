@@ -58,7 +58,16 @@ func (f *Framework) fenceReplica(args []string) {
 	if !boolFlag(args, "--leader-elect") || !boolFlag(args, APIServerFenceFlag) {
 		return
 	}
-	leaseNamespace, leaseName := lastValue(args, "--leader-elect-resource-namespace"), lastValue(args, "--leader-elect-resource-name")
+	f.BindFence(lastValue(args, "--leader-elect-resource-namespace"), lastValue(args, "--leader-elect-resource-name"))
+}
+
+// BindFence binds the suite's fence policy to the Lease leaseNamespace/leaseName for
+// the objects of the test's namespace, once per Lease and test; the binding is removed
+// when the test ends. The policy then refuses a write there of a user in ReplicaGroup
+// unless it carries that Lease's holder. It takes effect within a moment: the
+// apiserver learns of bindings through its informers.
+func (f *Framework) BindFence(leaseNamespace, leaseName string) {
+	f.t.Helper()
 	key := leaseNamespace + "/" + leaseName
 	if f.fenced[key] {
 		return
