@@ -128,8 +128,8 @@ func TestFencePolicyMatchesExactlyMiniKCMsIdentities(t *testing.T) {
 }
 
 // The policy compares the extra mini-kcm sends with the Lease of the replicas' flags,
-// refuses when it cannot (no Lease, an evaluation error), and is named as mini-kcm says.
-func TestFencePolicyComparesTheHolderWithTheLeaseOfTheFlagsAndFailsClosed(t *testing.T) {
+// never refuses the writes of users it does not fence, and is named as mini-kcm says.
+func TestFencePolicyComparesTheHolderWithTheLeaseOfTheFlagsAndRefusesNobodyElse(t *testing.T) {
 	for _, dir := range []string{".", "static-pod"} {
 		t.Run(dir, func(t *testing.T) {
 			policy, binding := fencePolicy(t, dir)
@@ -140,8 +140,10 @@ func TestFencePolicyComparesTheHolderWithTheLeaseOfTheFlagsAndFailsClosed(t *tes
 			if p := policy.Spec.ParamKind; p == nil || p.APIVersion != "coordination.k8s.io/v1" || p.Kind != "Lease" {
 				t.Errorf("paramKind = %+v, want coordination.k8s.io/v1 Lease", p)
 			}
-			if fp := policy.Spec.FailurePolicy; fp == nil || *fp != admissionregistrationv1.Fail {
-				t.Errorf("failurePolicy = %v, want Fail", fp)
+			// The apiserver resolves the parameter before the match conditions: a failure
+			// there, or a missing Lease refused, would refuse every user's writes.
+			if fp := policy.Spec.FailurePolicy; fp == nil || *fp != admissionregistrationv1.Ignore {
+				t.Errorf("failurePolicy = %v, want Ignore: an error would refuse the writes of every user, not only mini-kcm's", fp)
 			}
 			if len(policy.Spec.Validations) != 1 || !strings.Contains(policy.Spec.Validations[0].Expression,
 				"request.userInfo.extra['"+leaderelection.LeaseHolderExtra+"'] == [params.spec.holderIdentity]") {
@@ -152,8 +154,9 @@ func TestFencePolicyComparesTheHolderWithTheLeaseOfTheFlagsAndFailsClosed(t *tes
 				t.Errorf("validationActions = %v, want [Deny]", binding.Spec.ValidationActions)
 			}
 			ref := binding.Spec.ParamRef
-			if ref == nil || ref.ParameterNotFoundAction == nil || *ref.ParameterNotFoundAction != admissionregistrationv1.DenyAction {
-				t.Fatalf("paramRef = %+v, want parameterNotFoundAction Deny", ref)
+			if ref == nil || ref.ParameterNotFoundAction == nil || *ref.ParameterNotFoundAction != admissionregistrationv1.AllowAction {
+				t.Fatalf("paramRef = %+v, want parameterNotFoundAction Allow: Deny refuses every user's writes until the Lease "+
+					"exists, mini-kcm's own pods included, so the Lease would never be created", ref)
 			}
 			pod := podsUnderTest(t)["statefulset"]
 			if dir == "static-pod" {

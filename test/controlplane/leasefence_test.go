@@ -39,7 +39,7 @@ func TestFenceBindingPointsAtTheGivenLeaseInTheGivenNamespace(t *testing.T) {
 		b.Spec.MatchResources.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "ns" {
 		t.Errorf("binding = %+v", b)
 	}
-	if ref.ParameterNotFoundAction == nil || *ref.ParameterNotFoundAction != "Deny" {
-		t.Errorf("parameterNotFoundAction = %v, want deploy/'s Deny", ref.ParameterNotFoundAction)
+	if ref.ParameterNotFoundAction == nil || *ref.ParameterNotFoundAction != "Allow" {
+		t.Errorf("parameterNotFoundAction = %v, want deploy/'s Allow", ref.ParameterNotFoundAction)
 	}
 }
