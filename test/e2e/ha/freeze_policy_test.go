@@ -11,6 +11,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -93,7 +94,7 @@ func TestLeaderWritesCarryItsLeaseAndTheAPIServerRefusesAStaleOrMissingHolder(t 
 // fence leaves: the policy reads the Lease from the apiserver's watch cache, which
 // lags the Lease write. Two users, a and b, outside system:masters and granted only
 // what deploy/fence grants a controller (impersonating itself with the holder extra)
-// plus creating Endpoints, write as holders "holder-a" and "holder-b" under
+// plus creating EndpointSlices, write as holders "holder-a" and "holder-b" under
 // deploy/fence's policy. The Lease changes hands a number of times; each time the old
 // holder writes in a loop from before the takeover until it is refused, and the audit
 // log tells how long after the apiserver answered the Lease update it still admitted
@@ -124,8 +125,9 @@ func TestAPIServerFenceWindowAfterATakeover(t *testing.T) {
 	}
 	var n atomic.Int64
 	write := func(c kubernetes.Interface) error {
-		ep := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("w-%d", n.Add(1))}}
-		_, err := c.CoreV1().Endpoints(ns).Create(ctx, ep, metav1.CreateOptions{})
+		slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("w-%d", n.Add(1))},
+			AddressType: discoveryv1.AddressTypeIPv4}
+		_, err := c.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, metav1.CreateOptions{})
 		return err
 	}
 	// RBAC and the binding take effect through the apiserver's informers.
@@ -188,7 +190,7 @@ func TestAPIServerFenceWindowAfterATakeover(t *testing.T) {
 		}
 		admitted, window, completed, refusal := 0, time.Duration(0), time.Duration(0), time.Duration(-1)
 		for _, e := range events {
-			if e.Stage != "ResponseComplete" || e.User.Username != old[i] || e.ObjectRef == nil || e.ObjectRef.Resource != "endpoints" ||
+			if e.Stage != "ResponseComplete" || e.User.Username != old[i] || e.ObjectRef == nil || e.ObjectRef.Resource != "endpointslices" ||
 				e.Verb != "create" || !e.StageTimestamp.After(updated) || !e.RequestReceivedTimestamp.Before(end) {
 				continue
 			}
@@ -244,9 +246,7 @@ func clientFor(t *testing.T, kubeconfig string, imp *rest.ImpersonationConfig) k
 	if imp != nil {
 		cfg.Impersonate = *imp
 	}
-	// Endpoints are deprecated; thousands of warnings would drown the test's log. The
-	// window is measured by writing as fast as the apiserver answers, not at 5/s.
-	cfg.WarningHandler = rest.NoWarnings{}
+	// The window is measured by writing as fast as the apiserver answers, not at 5/s.
 	cfg.QPS, cfg.Burst = -1, 0
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -270,7 +270,7 @@ func lastValue(args []string, flag string) string {
 // (so the suite's fence policy applies to it), outside system:masters, that
 // impersonates itself, with its group, and the lease-holder extra set to holder. The
 // user is granted exactly that, as deploy/fence/rbac.yaml grants a controller's
-// ServiceAccount, and writing Endpoints in the test's namespace.
+// ServiceAccount, and creating EndpointSlices in the test's namespace.
 func selfImpersonatingClient(t *testing.T, f *framework.Framework, user, holder string) kubernetes.Interface {
 	t.Helper()
 	ctx := f.Context()
@@ -305,7 +305,7 @@ func selfImpersonatingClient(t *testing.T, f *framework.Framework, user, holder 
 	})
 	if _, err := f.Client.RbacV1().Roles(f.Namespace).Create(ctx, &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: user},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"endpoints"}, Verbs: []string{"create"}}},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"create"}}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
