@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -47,6 +48,14 @@ type clientBuilder struct {
 	// ("shard 3, epoch 2, term 1764577223571"); it goes into their user agent, so that
 	// the audit log tells one holder of a shard from the next.
 	shardTerm string
+	// holder, under --leader-elect-apiserver-fence, is this replica's leader-election
+	// identity: the client of each name in controllers impersonates its own user with
+	// holder as the user extra leaderelection.LeaseHolderExtra, which the apiserver's
+	// admission policy compares with the Lease (see leaderelection.ImpersonateHolder).
+	// The process's own clients (informers, events, probes, tokens) never write what
+	// the policy fences and do not impersonate.
+	holder      string
+	controllers map[string]bool
 }
 
 // Config returns the configuration of name's client: a copy of the base configuration
@@ -54,7 +63,9 @@ type clientBuilder struct {
 // pay ahead (package throttle), for a controller with a ServiceAccount that account's
 // tokens instead of the base credentials, and the write fence in its transport, so that
 // no controller can forget it. Reads, events, reviews and token requests pass the fence
-// (see leaderelection.Fence.Transport).
+// (see leaderelection.Fence.Transport). Under --leader-elect-apiserver-fence a
+// controller's client also impersonates its own user with this replica's identity as
+// the lease-holder extra, for the apiserver's half of the fence.
 func (b clientBuilder) Config(name string) (*rest.Config, error) {
 	cfg := rest.CopyConfig(b.base)
 	if account, ok := b.serviceAccounts[name]; ok {
@@ -76,6 +87,12 @@ func (b clientBuilder) Config(name string) (*rest.Config, error) {
 		cfg.UserAgent = userAgent(name + "; " + b.shardTerm)
 	}
 	cfg.RateLimiter = throttle.New(cfg.QPS, cfg.Burst)
+	// With the credentials it writes with, so that a ServiceAccount impersonates itself.
+	if b.holder != "" && b.controllers[name] {
+		if err := leaderelection.ImpersonateHolder(context.Background(), cfg, name, b.holder); err != nil {
+			return nil, err
+		}
+	}
 	// After the credentials: AnonymousClientConfig above keeps no transport wrappers.
 	if b.fence != nil {
 		cfg.Wrap(b.fence.Transport(name))

@@ -293,3 +293,48 @@ func TestEveryControllerClientIsFencedButOnlyForWrites(t *testing.T) {
 		t.Errorf("the apiserver received %q, want %q", received, want)
 	}
 }
+
+// Under --leader-elect-apiserver-fence the controllers' clients impersonate their own
+// user with the holder; the process's own clients (informers, events, probes) do not,
+// and without the flag nobody does.
+func TestOnlyControllerClientsImpersonateThemselvesWithTheHolder(t *testing.T) {
+	var impersonated []string
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/apis/authentication.k8s.io/v1/selfsubjectreviews" {
+			http.NotFound(w, r)
+			return
+		}
+		info := `{"username":"mini-kcm-replica-1","groups":["system:masters","system:authenticated"]}`
+		if u := r.Header.Get("Impersonate-User"); u != "" {
+			impersonated = append(impersonated, u)
+			info = `{"username":"` + u + `","extra":{"mini-kcm.io/lease-holder":["` + r.Header.Get("Impersonate-Extra-Mini-Kcm.io%2flease-Holder") + `"]}}`
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"kind":"SelfSubjectReview","apiVersion":"authentication.k8s.io/v1","status":{"userInfo":` + info + `}}`))
+	}))
+	defer server.Close()
+	base := &rest.Config{Host: server.URL, QPS: 5, Burst: 10}
+
+	fenced := clientBuilder{base: base, holder: "host_1234", controllers: map[string]bool{"replicaset-controller": true}}
+	cfg, err := fenced.Config("replicaset-controller")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := rest.ImpersonationConfig{UserName: "mini-kcm-replica-1", Groups: []string{"system:masters"},
+		Extra: map[string][]string{leaderelection.LeaseHolderExtra: {"host_1234"}}}
+	if cfg.Impersonate.UserName != want.UserName || len(cfg.Impersonate.Groups) != 1 ||
+		cfg.Impersonate.Extra[leaderelection.LeaseHolderExtra][0] != "host_1234" {
+		t.Errorf("the controller's client impersonates %+v, want %+v", cfg.Impersonate, want)
+	}
+	for _, name := range []string{"event-recorder", "apiserver-probe", "shared-informers", "token-requests"} {
+		if cfg, err := fenced.Config(name); err != nil || cfg.Impersonate.UserName != "" {
+			t.Errorf("client %s: impersonates %+v (err %v), want nothing: it writes nothing the policy fences", name, cfg.Impersonate, err)
+		}
+	}
+	if cfg, err := (clientBuilder{base: base}).Config("replicaset-controller"); err != nil || cfg.Impersonate.UserName != "" {
+		t.Errorf("without the flag the controller's client impersonates %+v (err %v)", cfg.Impersonate, err)
+	}
+	if len(impersonated) != 1 {
+		t.Errorf("impersonated reviews: %v, want exactly the controller's check", impersonated)
+	}
+}

@@ -55,12 +55,25 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 		"GOTRACEBACK", os.Getenv("GOTRACEBACK"))
 
 	// With leader election, every client's writes are fenced by the Lease (see
-	// leaderelection.Fence); without it there is no Lease and nothing to fence.
-	var fence *leaderelection.Fence
+	// leaderelection.Fence); without it there is no Lease and nothing to fence. The
+	// identity is known before any client is built: with --leader-elect-apiserver-fence
+	// the controllers' clients carry it (see clientBuilder.Config).
+	var (
+		fence    *leaderelection.Fence
+		identity string
+	)
 	if le := cfg.LeaderElection; le.LeaderElect {
 		fence = leaderelection.NewFence(le.ResourceNamespace+"/"+le.ResourceName, le.LeaseDuration, nil)
+		var err error
+		if identity, err = leaderelection.NewIdentity(); err != nil {
+			return err
+		}
 	}
+	logger.Info("Write fence", "mode", fenceMode(cfg))
 	clients := clientBuilder{base: cfg.RESTConfig, fence: fence}
+	if cfg.LeaderElection.APIServerFence {
+		clients.holder, clients.controllers = identity, controllerNames(reg)
+	}
 	if cfg.UseServiceAccountCredentials {
 		tokenClient, err := clients.Client("token-requests")
 		if err != nil {
@@ -97,7 +110,8 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 		healthzChecks = append(healthzChecks, healthCheck{name: watchdog.Name(), check: watchdog.Check})
 	}
 	readyzChecks := append([]healthCheck{ping, {name: "apiserver", check: probe.check}}, ready.checks()...)
-	status := &replicaStatus{ready: ready, fenceMode: writeFenceMode(cfg)}
+	mode := fenceMode(cfg)
+	status := &replicaStatus{ready: ready, fenceMode: func() string { return mode }}
 	status.enabled, status.disabled = enabledAndDisabled(reg, cfg.EnabledControllers)
 	if le := cfg.LeaderElection; le.LeaderElect {
 		status.election = &electionStatus{lease: le.ResourceNamespace + "/" + le.ResourceName, warmStandby: le.WarmStandby}
@@ -178,7 +192,7 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 		logger.Info("Warm standby: starting the informers before the election; workers start on acquiring the lease")
 		built := manager.addStages(process)
 		err = process.run(ctx, "election", func(ctx context.Context) error {
-			return campaign(ctx, cfg, events, watchdog, ready, status.election, fence, func(ctx context.Context) error {
+			return campaign(ctx, cfg, identity, events, watchdog, ready, status.election, fence, func(ctx context.Context) error {
 				return manager.runWorkers(ctx, built)
 			})
 		})
@@ -187,7 +201,7 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 		// then controllers, see controllerManager.run) while leading and releases the
 		// Lease after the term ended.
 		err = process.run(ctx, "election", func(ctx context.Context) error {
-			return campaign(ctx, cfg, events, watchdog, ready, status.election, fence, manager.run)
+			return campaign(ctx, cfg, identity, events, watchdog, ready, status.election, fence, manager.run)
 		})
 	}
 	if err == nil {
@@ -197,7 +211,7 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 }
 
 // campaign joins the leader election and runs the controllers while leading.
-func campaign(ctx context.Context, cfg *options.Config, events *eventRecorders,
+func campaign(ctx context.Context, cfg *options.Config, identity string, events *eventRecorders,
 	watchdog *clientgoleaderelection.HealthzAdaptor, ready *readiness, election *electionStatus, fence *leaderelection.Fence,
 	runControllers func(context.Context) error) error {
 	le := cfg.LeaderElection
@@ -209,10 +223,6 @@ func campaign(ctx context.Context, cfg *options.Config, events *eventRecorders,
 			"requestTimeout", timings.RequestTimeout(), "leaderMayActFor", timings.StopBound())
 	}
 	client, err := leaderelection.NewClient(cfg.RESTConfig, userAgent("leader-election"), timings)
-	if err != nil {
-		return err
-	}
-	identity, err := leaderelection.NewIdentity()
 	if err != nil {
 		return err
 	}
@@ -244,13 +254,4 @@ func enabledAndDisabled(reg *controllers.Registry, enabledNames []string) (enabl
 	}
 	sort.Strings(disabled)
 	return sets.List(on), disabled
-}
-
-// writeFenceMode says, for /statusz, how this replica's writes are fenced.
-// Placeholder: the fence's own description replaces it.
-func writeFenceMode(cfg *options.Config) func() string {
-	if cfg.LeaderElection.LeaderElect {
-		return func() string { return "in-process (Lease fence)" }
-	}
-	return func() string { return "off (leader election is off)" }
 }

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -228,7 +229,8 @@ func TestEverythingLivesInKubeSystem(t *testing.T) {
 			GetName() string
 		})
 		switch o.(type) {
-		case *rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding:
+		case *rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding,
+			*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
 			if meta.GetNamespace() != "" {
 				t.Errorf("cluster-scoped %T %s has namespace %q", o, meta.GetName(), meta.GetNamespace())
 			}

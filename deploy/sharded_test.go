@@ -25,8 +25,22 @@ func TestShardedOverlayAppendsShardsToTheBaseStatefulSet(t *testing.T) {
 	if err := utilyaml.UnmarshalStrict(data, &k); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(k.Resources, "..") || len(k.Patches) != 1 {
-		t.Fatalf("sharded/kustomization.yaml: resources %v, %d patches; want the base (..) and one patch", k.Resources, len(k.Patches))
+	if !slices.Contains(k.Resources, "../statefulset.yaml") || slices.Contains(k.Resources, "../fence") || slices.Contains(k.Resources, "..") || len(k.Patches) != 1 {
+		t.Fatalf("sharded/kustomization.yaml: resources %v, %d patches; want the base's files but fence/ (its policy binds the single leader's Lease), and one patch",
+			k.Resources, len(k.Patches))
+	}
+	var base kustomization
+	data, err = os.ReadFile("kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := utilyaml.UnmarshalStrict(data, &base); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range base.Resources {
+		if r != "fence" && !slices.Contains(k.Resources, "../"+r) {
+			t.Errorf("the sharded overlay misses the base's %s", r)
+		}
 	}
 	sts := only[*appsv1.StatefulSet](t, loadKustomization(t, "."))
 	if p := k.Patches[0]; p.Target.Kind != "StatefulSet" || p.Target.Name != sts.Name || filepath.Join("sharded", p.Path) != shardsPatchFile {
@@ -43,8 +57,11 @@ func TestShardedOverlayAppendsShardsToTheBaseStatefulSet(t *testing.T) {
 	if err := utilyaml.UnmarshalStrict(data, &ops); err != nil {
 		t.Fatal(err)
 	}
-	want := []struct{ Op, Path, Value string }{{"add", "/spec/template/spec/containers/0/args/-", "--shards=6"}}
-	if len(ops) != 1 || ops[0] != want[0] {
+	want := []struct{ Op, Path, Value string }{
+		{"add", "/spec/template/spec/containers/0/args/-", "--shards=6"},
+		{"add", "/spec/template/spec/containers/0/args/-", "--leader-elect-apiserver-fence=false"},
+	}
+	if len(ops) != 2 || ops[0] != want[0] || ops[1] != want[1] {
 		t.Errorf("%s = %+v, want %+v", shardsPatchFile, ops, want)
 	}
 	if sts.Spec.Template.Spec.Containers[0].Name != "mini-kcm" {

@@ -22,6 +22,12 @@ type LeaderElectionOptions struct {
 	// workers, and with them every write, still run only on the leader. Off, a replica
 	// starts its informers only once it acquired the Lease (upstream's behaviour).
 	WarmStandby bool
+	// APIServerFence makes every controller's client impersonate its own user with the
+	// user extra mini-kcm.io/lease-holder set to this replica's leader-election
+	// identity, so that the ValidatingAdmissionPolicy of deploy/fence/ refuses the
+	// writes of a replica that no longer holds the Lease (see leaderelection.ImpersonateHolder).
+	// The in-process fence works with or without it.
+	APIServerFence bool
 	// LeaseDuration is how long standbys wait after the last observed renewal before
 	// they take over.
 	LeaseDuration time.Duration
@@ -76,6 +82,13 @@ func (o *LeaderElectionOptions) AddFlags(fs *pflag.FlagSet) {
 			"caches at once instead of listing every object first. Costs each standby one set of watches and about "+
 			"a leader's cache memory; standbys still write nothing. With false, a replica starts its informers "+
 			"only after it acquired the lease. Ignored with --leader-elect=false.")
+	fs.BoolVar(&o.APIServerFence, "leader-elect-apiserver-fence", o.APIServerFence,
+		"Have the apiserver fence the controllers' writes too: each controller's client impersonates its own user "+
+			"with the user extra mini-kcm.io/lease-holder set to this replica's leader-election identity, which the "+
+			"ValidatingAdmissionPolicy mini-kcm-lease-fence (deploy/fence/) compares with the Lease's holder. Needs "+
+			"impersonate on the user itself and on userextras/mini-kcm.io/lease-holder (checked at start). Turn it on "+
+			"on every replica before installing the policy: the policy refuses a mini-kcm write without the extra. "+
+			"Without it, only the in-process fence guards writes. Requires --leader-elect.")
 	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration,
 		"The duration that non-leader candidates will wait after observing a leadership renewal until "+
 			"attempting to acquire leadership of a led but unrenewed leader slot. This is effectively the "+
@@ -109,6 +122,11 @@ func (o *LeaderElectionOptions) AddLeaseFlags(fs *pflag.FlagSet) {
 // which flags to change.
 func (o *LeaderElectionOptions) Validate() []error {
 	if !o.LeaderElect {
+		if o.APIServerFence {
+			return []error{fmt.Errorf("--leader-elect-apiserver-fence requires --leader-elect: the apiserver fences writes " +
+				"by the Lease's holder, and without leader election there is no Lease; drop --leader-elect-apiserver-fence " +
+				"or set --leader-elect=true")}
+		}
 		return nil
 	}
 	var errs []error

@@ -214,6 +214,8 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 		{"zero shards", []string{"--shards=0"}, []string{"--shards=0 is out of range: use 1 (a single leader) to 64"}},
 		{"shards without leader election", []string{"--shards=3", "--leader-elect=false"},
 			[]string{"--shards=3 needs --leader-elect=true: shards are handed out through Leases"}},
+		{"shards with the apiserver fence", []string{"--shards=3", "--leader-elect-apiserver-fence"},
+			[]string{"--shards=3 and --leader-elect-apiserver-fence=true: the apiserver's fence policy binds the single leader's Lease"}},
 		{"a rebalance threshold of perfect balance", []string{"--shard-rebalance-threshold=1"},
 			[]string{"--shard-rebalance-threshold=1 must be above 1 (1 is a perfect balance); the default is 1.5"}},
 		{"a rebalance period too short", []string{"--shard-rebalance-period=10ms"},
@@ -260,6 +262,35 @@ func TestLeaderElectionTimingIsNotCheckedWithoutLeaderElection(t *testing.T) {
 		"--leader-elect-resource-lock=configmaps")
 	if errs := o.Validate(reg); len(errs) > 0 {
 		t.Errorf("unexpected errors: %v", errs)
+	}
+}
+
+func TestAPIServerFenceWithoutLeaderElectionNamesBothFlags(t *testing.T) {
+	reg := testRegistry(t)
+	kubeconfig := writeFile(t, "kubeconfig", validKubeconfig)
+	errs := parse(t, reg, "--kubeconfig", kubeconfig, "--leader-elect=false", "--leader-elect-apiserver-fence").Validate(reg)
+	if len(errs) != 1 {
+		t.Fatalf("errors = %v, want exactly one", errs)
+	}
+	for _, want := range []string{"--leader-elect-apiserver-fence requires --leader-elect", "set --leader-elect=true"} {
+		if !strings.Contains(errs[0].Error(), want) {
+			t.Errorf("error %q does not say %q", errs[0], want)
+		}
+	}
+}
+
+func TestAPIServerFenceIsOffByDefaultAndAppliedToConfig(t *testing.T) {
+	reg := testRegistry(t)
+	kubeconfig := writeFile(t, "kubeconfig", validKubeconfig)
+	if NewLeaderElectionOptions().APIServerFence {
+		t.Error("--leader-elect-apiserver-fence is on by default; it needs RBAC and a policy that a plain cluster lacks")
+	}
+	cfg, err := parse(t, reg, "--kubeconfig", kubeconfig, "--leader-elect-apiserver-fence").Config(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.LeaderElection.APIServerFence {
+		t.Error("--leader-elect-apiserver-fence did not reach the Config")
 	}
 }
 
@@ -322,7 +353,7 @@ func TestFlagsAreGroupedInSections(t *testing.T) {
 	fss := NewOptions().Flags(testRegistry(t))
 	want := map[string][]string{
 		"generic":               {"kubeconfig", "master", "kube-api-qps", "kube-api-burst", "kube-api-content-type", "controllers", "min-resync-period", "controller-shutdown-timeout", "controller-sync-stuck-threshold", "feature-gates"},
-		"leader election":       {"leader-elect", "leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period", "leader-elect-resource-lock", "leader-elect-resource-name", "leader-elect-resource-namespace"},
+		"leader election":       {"leader-elect", "leader-elect-warm-standby", "leader-elect-apiserver-fence", "leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period", "leader-elect-resource-lock", "leader-elect-resource-name", "leader-elect-resource-namespace"},
 		"secure serving":        {"bind-address", "secure-port", "cert-dir", "tls-cert-file", "tls-private-key-file", "tls-min-version", "tls-cipher-suites"},
 		"authentication":        {"authentication-kubeconfig", "client-ca-file", "requestheader-client-ca-file", "authentication-skip-lookup"},
 		"authorization":         {"authorization-kubeconfig", "authorization-always-allow-paths"},

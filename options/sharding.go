@@ -44,9 +44,15 @@ func (o *ShardingOptions) AddFlags(fs *pflag.FlagSet) {
 		"With --shards above 1: how often the coordinating replica counts the pods per namespace to decide on a new cut.")
 }
 
-// Validate checks the sharding flags; leaderElect is --leader-elect, which sharding needs.
-func (o *ShardingOptions) Validate(leaderElect bool) []error {
+// Validate checks the sharding flags; leaderElect is --leader-elect, which sharding
+// needs, and apiserverFence --leader-elect-apiserver-fence, whose policy binds the one
+// Lease of a single leader.
+func (o *ShardingOptions) Validate(leaderElect, apiserverFence bool) []error {
 	var errs []error
+	if o.Shards > 1 && apiserverFence {
+		errs = append(errs, fmt.Errorf("--shards=%d and --leader-elect-apiserver-fence=true: the apiserver's fence policy binds "+
+			"the single leader's Lease, not the shards'; drop --leader-elect-apiserver-fence (each shard keeps its in-process fence)", o.Shards))
+	}
 	if o.Shards < 1 || o.Shards > maxShards {
 		errs = append(errs, fmt.Errorf("--shards=%d is out of range: use 1 (a single leader) to %d", o.Shards, maxShards))
 	}

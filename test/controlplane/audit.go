@@ -24,6 +24,14 @@ type AuditEvent struct {
 		// (CredentialIDKey), which tells apart requests made as one user.
 		Extra map[string][]string `json:"extra"`
 	} `json:"user"`
+	// ImpersonatedUser is who the request acted as, when it impersonated a user:
+	// mini-kcm's controllers impersonate themselves to carry the lease-holder extra
+	// (--leader-elect-apiserver-fence). User stays the authenticated user.
+	ImpersonatedUser *struct {
+		Username string              `json:"username"`
+		Groups   []string            `json:"groups"`
+		Extra    map[string][]string `json:"extra"`
+	} `json:"impersonatedUser"`
 	// Annotations holds, on a TokenRequest, the credential ID of the token it issued
 	// (IssuedCredentialIDAnnotation).
 	Annotations map[string]string `json:"annotations"`

@@ -123,8 +123,11 @@ func buildTimeline(changes []holderChange, events []controlplane.AuditEvent, cre
 			continue
 		}
 		resource := e.Resource()
-		if resource == "leases" || resource == "events" || resource == "serviceaccounts/token" {
-			continue // the election, events and tokens are not the controllers' work
+		if resource == "leases" || resource == "events" || resource == "serviceaccounts/token" || resource == "selfsubjectreviews" {
+			// The election, events, tokens and the start's check that a controller may
+			// impersonate itself (--leader-elect-apiserver-fence) are not the
+			// controllers' work.
+			continue
 		}
 		name, ok := owner[e.CredentialID()]
 		if !ok || e.RequestReceivedTimestamp.Before(judgedFrom) {

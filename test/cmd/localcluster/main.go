@@ -109,6 +109,12 @@ func run(binary string, replicaCount, nodes int, dir string, shards int) error {
 		fmt.Println(">> stopped; no process left running")
 	}()
 
+	if shards <= 1 {
+		// The policy binds one Lease: the single leader's.
+		if err := installFence(ctx, cp, replicaCount); err != nil {
+			return err
+		}
+	}
 	for i := 1; i <= replicaCount; i++ {
 		r, err := startReplica(cp, binary, i, shards)
 		if err != nil {
@@ -155,9 +161,44 @@ func run(binary string, replicaCount, nodes int, dir string, shards int) error {
 	}
 }
 
-// startReplica starts mini-kcm replica i with its own user and a free port.
+// replicaName is the name of replica i, and of its user.
+func replicaName(i int) string { return fmt.Sprintf("mini-kcm-replica-%d", i) }
+
+// installFence installs deploy/fence's policy and binding, with the local replicas'
+// users in place of deploy/'s ServiceAccounts: the apiserver refuses a replica's writes
+// unless it sends the Lease's current holder (--leader-elect-apiserver-fence).
+func installFence(ctx context.Context, cp *controlplane.ControlPlane, replicaCount int) error {
+	users := make([]string, replicaCount)
+	for i := range users {
+		users[i] = strconv.Quote(replicaName(i + 1))
+	}
+	policy, err := controlplane.FencePolicy("", "request.userInfo.username in ["+strings.Join(users, ", ")+"]")
+	if err != nil {
+		return err
+	}
+	binding, err := controlplane.FenceBinding(controlplane.FenceBindingOptions{})
+	if err != nil {
+		return err
+	}
+	if binding.Spec.ParamRef.Namespace != metav1.NamespaceSystem || binding.Spec.ParamRef.Name != leaseName {
+		return fmt.Errorf("deploy/fence/binding.yaml binds Lease %s/%s, but the replicas elect on kube-system/%s",
+			binding.Spec.ParamRef.Namespace, binding.Spec.ParamRef.Name, leaseName)
+	}
+	if err := controlplane.InstallFencePolicy(ctx, cp.Client(), policy); err != nil {
+		return err
+	}
+	if err := controlplane.InstallFenceBinding(ctx, cp.Client(), binding); err != nil {
+		return err
+	}
+	fmt.Printf(">> installed the write fence of deploy/fence: ValidatingAdmissionPolicy %s bound to Lease kube-system/%s\n", policy.Name, leaseName)
+	return nil
+}
+
+// startReplica starts mini-kcm replica i with its own user and a free port; a single
+// leader (shards 1) with both layers of the write fence, sharded replicas with the
+// in-process fence of each shard.
 func startReplica(cp *controlplane.ControlPlane, binary string, i, shards int) (*replica, error) {
-	name := fmt.Sprintf("mini-kcm-replica-%d", i)
+	name := replicaName(i)
 	// TODO: a least-privilege RBAC role instead of system:masters once it exists.
 	kubeconfig, err := cp.AddUser(name, "system:masters")
 	if err != nil {
@@ -178,7 +219,7 @@ func startReplica(cp *controlplane.ControlPlane, binary string, i, shards int) (
 	p, err := controlplane.StartProcess(controlplane.ProcessSpec{
 		Name:    name,
 		Path:    binary,
-		Args:    append(append([]string{"--kubeconfig=" + kubeconfig, "--shards=" + strconv.Itoa(shards)}, serving...), "--v=2"),
+		Args:    append(append([]string{"--kubeconfig=" + kubeconfig, "--shards=" + strconv.Itoa(shards)}, serving...), fenceFlag(shards), "--v=2"),
 		LogPath: filepath.Join(cp.Dir(), "logs", name+".log"),
 	})
 	if err != nil {
@@ -327,4 +368,10 @@ func leases(ctx context.Context, r *replica) map[string]bool {
 func isTerminal(f *os.File) bool {
 	info, err := f.Stat()
 	return err == nil && info.Mode()&os.ModeCharDevice != 0
+}
+
+// fenceFlag turns the apiserver's fence on for a single leader; the policy binds one
+// Lease, so sharded replicas keep their in-process fences only.
+func fenceFlag(shards int) string {
+	return "--leader-elect-apiserver-fence=" + strconv.FormatBool(shards <= 1)
 }

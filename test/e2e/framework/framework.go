@@ -34,6 +34,10 @@ type Framework struct {
 	LeaseNamespace, LeaseName string
 
 	replicas []*Replica
+	// fenced records the Leases the test bound the fence policy to (see fenceReplica),
+	// and fenceBindings the bindings, removed when the test ends.
+	fenced        map[string]bool
+	fenceBindings []string
 }
 
 // New sets up a test: a namespace, a Lease name, and a cleanup that dumps the replica
@@ -76,6 +80,7 @@ func (f *Framework) cleanup() {
 			f.t.Logf("---- last 80 lines of replica %s (%s) ----\n%s", r.Name, r.LogPath(), controlplane.Tail(r.LogPath(), 80))
 		}
 	}
+	f.deleteFenceBindings()
 	f.deleteNamespaceContents()
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -30,7 +31,8 @@ type ReplicaOptions struct {
 	// Args are extra flags. They come after the framework's flags, so a flag given
 	// here overrides the framework's value for it.
 	Args []string
-	// Groups of the replica's user; nil means system:masters.
+	// Groups of the replica's user; nil means system:masters. ReplicaGroup is always
+	// added: the suite's fence policy applies to that group's users.
 	// TODO: default to a least-privilege RBAC role once it exists.
 	Groups []string
 }
@@ -78,7 +80,7 @@ func (f *Framework) StartReplica(opts ReplicaOptions) *Replica {
 	if groups == nil {
 		groups = []string{"system:masters"}
 	}
-	kubeconfig, err := f.ControlPlane.AddUser(name, groups...)
+	kubeconfig, err := f.ControlPlane.AddUser(name, slices.Concat(groups, []string{ReplicaGroup})...)
 	if err != nil {
 		f.t.Fatalf("adding user for %s: %v", name, err)
 	}
@@ -103,9 +105,12 @@ func (f *Framework) StartReplica(opts ReplicaOptions) *Replica {
 		"--leader-elect-lease-duration="+LeaseDuration.String(),
 		"--leader-elect-renew-deadline="+RenewDeadline.String(),
 		"--leader-elect-retry-period="+RetryPeriod.String(),
+		// Both layers of the write fence, as deploy/ runs mini-kcm (see fence.go).
+		APIServerFenceFlag+"=true",
 		"--v=2",
 	)
 	args = append(args, opts.Args...)
+	f.fenceReplica(args)
 	p, err := controlplane.StartProcess(controlplane.ProcessSpec{
 		Name:    name,
 		Path:    binary,

@@ -50,6 +50,11 @@ var suite struct {
 
 	// live tracks running replicas so that an interrupted run can stop them.
 	live sync.Map // *Replica -> struct{}
+
+	// fenceOnce installs the suite's fence policy (see fence.go) before the first
+	// replica that fences at the apiserver starts.
+	fenceOnce sync.Once
+	fenceErr  error
 }
 
 // Run starts the control plane, runs the tests and stops everything; TestMain calls it

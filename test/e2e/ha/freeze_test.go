@@ -24,7 +24,7 @@ import (
 // (SIGCONT) with a stale view: its informers still believe the ReplicaSet has 3 pods
 // and want 40. Its write fence must refuse every write it attempts, so the apiserver's
 // audit log shows no write of the old identity accepted after the new leader acquired
-// the Lease, no pod is ever duplicated (never more than 40 active), and the old
+// the Lease (with the apiserver's half of the fence on too, as deploy/ runs mini-kcm), no pod is ever duplicated (never more than 40 active), and the old
 // replica steps down: it exits 1 (lost lease) soon after resuming.
 //
 // With MINI_KCM_E2E_UPSTREAM=1 the same story runs against kube-controller-manager,
@@ -118,6 +118,11 @@ func TestFrozenLeaderWritesNothingAfterAStandbyTookOver(t *testing.T) {
 	if framework.AgainstUpstream() {
 		// Upstream has no fence: the numbers above are the comparison.
 		return
+	}
+	// Both layers of the fence were on: the framework binds deploy/fence's policy to
+	// the test's Lease, and the standby's writes were admitted by it.
+	if !strings.Contains(leader.logs(), `mode="in-process and apiserver`) {
+		t.Errorf("the old leader did not run with both layers of the write fence")
 	}
 	if !strings.Contains(leader.logs(), "leaderelection lost") {
 		t.Errorf("the old leader's log does not say %q", "leaderelection lost")

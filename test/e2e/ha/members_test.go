@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -77,7 +78,8 @@ func startMember(t *testing.T, f *framework.Framework, user string, opts memberO
 	if groups == nil {
 		groups = []string{"system:masters"}
 	}
-	kubeconfig, err := f.ControlPlane.AddUser(user, groups...)
+	// The suite's fence policy applies to the replicas' group (see framework.ReplicaGroup).
+	kubeconfig, err := f.ControlPlane.AddUser(user, slices.Concat(groups, []string{framework.ReplicaGroup})...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,6 +34,11 @@ func TestReplicaWithoutPodListPermissionNamesTheStuckInformerAndStaysUnready(t *
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list", "watch"}},
 		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"*"}},
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"*"}},
+		// --leader-elect-apiserver-fence: the controllers impersonate their own user, with
+		// its group, and the lease-holder extra.
+		{APIGroups: []string{""}, Resources: []string{"users"}, ResourceNames: []string{user}, Verbs: []string{"impersonate"}},
+		{APIGroups: []string{""}, Resources: []string{"groups"}, ResourceNames: []string{framework.ReplicaGroup}, Verbs: []string{"impersonate"}},
+		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"userextras/mini-kcm.io/lease-holder"}, Verbs: []string{"impersonate"}},
 	}
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: rules}
 	if _, err := f.Client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {

@@ -149,8 +149,10 @@ func warmStandbyReady(s *member, resourceVersion float64) error {
 	return nil
 }
 
-// standbyWrites lists the mutating requests of user other than to Leases, which is
-// every write a standby must not send.
+// standbyWrites lists the mutating requests of user other than to Leases and reviews,
+// which is every write a standby must not send. Reviews are creates that store
+// nothing: each replica checks at start, with SelfSubjectReviews, that its controllers
+// may impersonate themselves (--leader-elect-apiserver-fence).
 func standbyWrites(events []controlplane.AuditEvent, user string) []string {
 	var writes []string
 	for i := range events {
@@ -158,7 +160,8 @@ func standbyWrites(events []controlplane.AuditEvent, user string) []string {
 		if e.User.Username != user || e.Stage != "ResponseComplete" || !mutatingVerbs[e.Verb] {
 			continue
 		}
-		if e.ObjectRef != nil && e.ObjectRef.Resource == "leases" {
+		if e.ObjectRef != nil && (e.ObjectRef.Resource == "leases" ||
+			e.ObjectRef.APIGroup == "authentication.k8s.io" || e.ObjectRef.APIGroup == "authorization.k8s.io") {
 			continue
 		}
 		writes = append(writes, e.Verb+" "+e.RequestURI)

@@ -26,6 +26,7 @@ func TestAFrozenShardHolderWritesNothingOnceItsShardsAreTakenOver(t *testing.T) 
 	const shardsHere = 3
 	replicas := f.StartReplicas(3, framework.ReplicaOptions{Args: []string{
 		fmt.Sprintf("--shards=%d", shardsHere), "--shard-rebalance-period=2s", "--controllers=replicaset",
+		"--leader-elect-apiserver-fence=false",
 	}})
 	waitForPods(t, f, tenants, 2)
 	// The first cut was made before the tenants had pods; wait for the one that

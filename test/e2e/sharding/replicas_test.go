@@ -43,6 +43,8 @@ func TestShardedReplicasShareTheNamespacesWithOneWriterEach(t *testing.T) {
 		// two seconds moves the cuts once they do, which the test wants to see.
 		"--shard-rebalance-period=2s",
 		"--controllers=replicaset",
+		// The apiserver's fence policy binds a single leader's Lease.
+		"--leader-elect-apiserver-fence=false",
 	}}
 	replicas := f.StartReplicas(3, args)
 	for _, ns := range tenants {
