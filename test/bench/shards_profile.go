@@ -1,0 +1,124 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// profileResult is a CPU profile of kube-apiserver, read with `go tool pprof -top`.
+type profileResult struct {
+	path string
+	top  *ProfileTop
+	err  error
+}
+
+// ProfileTop is what a CPU profile says, in short.
+type ProfileTop struct {
+	// Summary is pprof's "Duration: …, Total samples = …" line.
+	Summary string `json:"summary"`
+	// Functions are the functions with the most CPU of their own (flat), as pprof
+	// prints them.
+	Functions []string `json:"functions"`
+	// Packages sum the flat CPU by Go package.
+	Packages []PackageCPU `json:"packages"`
+	// KubernetesCumulative are the k8s.io functions with the most CPU spent in them and
+	// what they called (cum), heaviest first: which of the apiserver's paths (request
+	// handlers, watch cache, audit, storage) the CPU went through.
+	KubernetesCumulative []string `json:"kubernetesCumulative"`
+}
+
+// PackageCPU is the CPU a package's functions spent themselves.
+type PackageCPU struct {
+	Package string  `json:"package"`
+	Seconds float64 `json:"seconds"`
+	Percent float64 `json:"percent"`
+}
+
+// profileAPIServer takes a CPU profile of kube-apiserver (its /debug/pprof, which the
+// admin user may read) and summarises it with the Go toolchain's pprof.
+func (c *shardCluster) profileAPIServer(ctx context.Context, seconds int) profileResult {
+	data, err := c.client.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+		Param("seconds", strconv.Itoa(seconds)).Timeout(time.Duration(seconds+60) * time.Second).DoRaw(ctx)
+	if err != nil {
+		return profileResult{err: fmt.Errorf("profiling kube-apiserver: %w", err)}
+	}
+	path := filepath.Join(c.logDir, "kube-apiserver-cpu.pprof")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return profileResult{err: err}
+	}
+	out, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=100000", path).Output()
+	if err != nil {
+		return profileResult{path: path, err: fmt.Errorf("go tool pprof -top %s: %w", path, err)}
+	}
+	return profileResult{path: path, top: parsePprofTop(string(out), 10, 10)}
+}
+
+// parsePprofTop reads `go tool pprof -top` output: the summary line, the first
+// functions rows as printed and the flat CPU per package, heaviest first.
+func parsePprofTop(out string, functions, packages int) *ProfileTop {
+	top := &ProfileTop{}
+	var total float64
+	byPackage := map[string]float64{}
+	type cumulative struct {
+		seconds float64
+		line    string
+	}
+	var cums []cumulative
+	header := false
+	for line := range strings.SplitSeq(out, "\n") {
+		if strings.HasPrefix(line, "Duration:") {
+			top.Summary = strings.TrimSpace(line)
+		}
+		if !header {
+			header = strings.Contains(line, "flat%") && strings.Contains(line, "cum%")
+			continue
+		}
+		fields := strings.Fields(line)
+		if len(fields) < 6 {
+			continue
+		}
+		flat, err := time.ParseDuration(fields[0])
+		if err != nil {
+			continue
+		}
+		name := strings.Join(fields[5:], " ")
+		if len(top.Functions) < functions {
+			top.Functions = append(top.Functions, strings.TrimSpace(line))
+		}
+		byPackage[packageOf(name)] += flat.Seconds()
+		if cum, err := time.ParseDuration(fields[3]); err == nil && strings.HasPrefix(name, "k8s.io/") {
+			cums = append(cums, cumulative{cum.Seconds(), strings.TrimSpace(line)})
+		}
+		total += flat.Seconds()
+	}
+	for pkg, seconds := range byPackage {
+		top.Packages = append(top.Packages, PackageCPU{Package: pkg, Seconds: seconds, Percent: 100 * seconds / max(total, 1e-9)})
+	}
+	slices.SortFunc(top.Packages, func(a, b PackageCPU) int { return cmp.Compare(b.Seconds, a.Seconds) })
+	top.Packages = top.Packages[:min(packages, len(top.Packages))]
+	slices.SortStableFunc(cums, func(a, b cumulative) int { return cmp.Compare(b.seconds, a.seconds) })
+	for _, c := range cums[:min(functions, len(cums))] {
+		top.KubernetesCumulative = append(top.KubernetesCumulative, c.line)
+	}
+	return top
+}
+
+// packageOf returns the import path of a function name as pprof prints it:
+// "k8s.io/apiserver/pkg/storage/cacher.(*Cacher).dispatchEvent" is in
+// "k8s.io/apiserver/pkg/storage/cacher", "runtime.mallocgc" in "runtime".
+func packageOf(function string) string {
+	slash := strings.LastIndexByte(function, '/')
+	dot := strings.IndexByte(function[slash+1:], '.')
+	if dot < 0 {
+		return function
+	}
+	return function[:slash+1+dot]
+}
