@@ -33,6 +33,29 @@ type ProfileTop struct {
 	// what they called (cum), heaviest first: which of the apiserver's paths (request
 	// handlers, watch cache, audit, storage) the CPU went through.
 	KubernetesCumulative []string `json:"kubernetesCumulative"`
+	// Paths are the CPU spent in and under a few functions that say where an
+	// apiserver's work goes (cum, so they overlap: allocation happens inside storage
+	// updates), in the order of profilePaths.
+	Paths []PathCPU `json:"paths"`
+}
+
+// PathCPU is the CPU spent in one function and everything it called.
+type PathCPU struct {
+	Path    string  `json:"path"`
+	Seconds float64 `json:"seconds"`
+	Percent float64 `json:"percent"`
+}
+
+// profilePaths name the functions whose cumulative CPU the report shows.
+var profilePaths = []struct{ name, function string }{
+	{"garbage collection", "runtime.gcBgMarkWorker"},
+	{"allocation", "runtime.mallocgc"},
+	{"storage updates (pod status, ReplicaSet status, Leases)", "k8s.io/apiserver/pkg/storage/etcd3.(*store).GuaranteedUpdate"},
+	{"storage creates", "k8s.io/apiserver/pkg/storage/etcd3.(*store).Create"},
+	{"audit: request objects", "k8s.io/apiserver/pkg/audit.LogRequestObject"},
+	{"audit: log writes", "k8s.io/apiserver/plugin/pkg/audit/log.(*backend).ProcessEvents"},
+	{"watch cache dispatch", "k8s.io/apiserver/pkg/storage/cacher.(*Cacher).dispatchEvents"},
+	{"TLS writes", "crypto/tls.(*Conn).Write"},
 }
 
 // PackageCPU is the CPU a package's functions spent themselves.
@@ -54,11 +77,17 @@ func (c *shardCluster) profileAPIServer(ctx context.Context, seconds int) profil
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		return profileResult{err: err}
 	}
+	top, err := summarizeProfile(ctx, path)
+	return profileResult{path: path, top: top, err: err}
+}
+
+// summarizeProfile summarises a CPU profile file with the Go toolchain's pprof.
+func summarizeProfile(ctx context.Context, path string) (*ProfileTop, error) {
 	out, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=100000", path).Output()
 	if err != nil {
-		return profileResult{path: path, err: fmt.Errorf("go tool pprof -top %s: %w", path, err)}
+		return nil, fmt.Errorf("go tool pprof -top %s: %w", path, err)
 	}
-	return profileResult{path: path, top: parsePprofTop(string(out), 10, 10)}
+	return parsePprofTop(string(out), 10, 10), nil
 }
 
 // parsePprofTop reads `go tool pprof -top` output: the summary line, the first
@@ -72,6 +101,7 @@ func parsePprofTop(out string, functions, packages int) *ProfileTop {
 		line    string
 	}
 	var cums []cumulative
+	pathCum := map[string]float64{}
 	header := false
 	for line := range strings.SplitSeq(out, "\n") {
 		if strings.HasPrefix(line, "Duration:") {
@@ -94,9 +124,14 @@ func parsePprofTop(out string, functions, packages int) *ProfileTop {
 			top.Functions = append(top.Functions, strings.TrimSpace(line))
 		}
 		byPackage[packageOf(name)] += flat.Seconds()
-		if cum, err := time.ParseDuration(fields[3]); err == nil && strings.HasPrefix(name, "k8s.io/") {
+		cum, err := time.ParseDuration(fields[3])
+		if err != nil {
+			continue
+		}
+		if strings.HasPrefix(name, "k8s.io/") {
 			cums = append(cums, cumulative{cum.Seconds(), strings.TrimSpace(line)})
 		}
+		pathCum[name] = cum.Seconds()
 		total += flat.Seconds()
 	}
 	for pkg, seconds := range byPackage {
@@ -104,6 +139,11 @@ func parsePprofTop(out string, functions, packages int) *ProfileTop {
 	}
 	slices.SortFunc(top.Packages, func(a, b PackageCPU) int { return cmp.Compare(b.Seconds, a.Seconds) })
 	top.Packages = top.Packages[:min(packages, len(top.Packages))]
+	for _, p := range profilePaths {
+		if seconds, ok := pathCum[p.function]; ok {
+			top.Paths = append(top.Paths, PathCPU{Path: p.name, Seconds: seconds, Percent: 100 * seconds / max(total, 1e-9)})
+		}
+	}
 	slices.SortStableFunc(cums, func(a, b cumulative) int { return cmp.Compare(b.seconds, a.seconds) })
 	for _, c := range cums[:min(functions, len(cums))] {
 		top.KubernetesCumulative = append(top.KubernetesCumulative, c.line)

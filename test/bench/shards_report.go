@@ -2,6 +2,7 @@ package bench
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -134,6 +135,30 @@ type ProcessCPU struct {
 	Process    string  `json:"process"`
 	CPUSeconds float64 `json:"cpuSeconds"`
 	Cores      float64 `json:"cores"`
+}
+
+// ReadShardReport reads a report that WriteFiles wrote as JSON and summarises its
+// kube-apiserver profiles anew where their files are still there, so that a report
+// can be rendered again after the renderer changed.
+func ReadShardReport(ctx context.Context, path string) (*ShardReport, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	r := &ShardReport{}
+	if err := json.Unmarshal(data, r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	for i := range r.Throughput {
+		t := &r.Throughput[i]
+		if _, err := os.Stat(t.APIServerProfile); t.APIServerProfile == "" || err != nil {
+			continue
+		}
+		if top, err := summarizeProfile(ctx, t.APIServerProfile); err == nil {
+			t.APIServerProfileTop = top
+		}
+	}
+	return r, nil
 }
 
 // WriteFiles writes the report as name.json and name.md into dir.
@@ -369,16 +394,16 @@ func (r *ShardReport) writeThroughput(b *strings.Builder) {
 		}
 		switch {
 		case t.APIServerProfileTop != nil:
+			var paths []string
+			for _, p := range t.APIServerProfileTop.Paths {
+				paths = append(paths, fmt.Sprintf("%s %.2fs (%.0f%%)", p.Path, p.Seconds, p.Percent))
+			}
 			var pkgs []string
-			for _, p := range t.APIServerProfileTop.Packages[:min(6, len(t.APIServerProfileTop.Packages))] {
+			for _, p := range t.APIServerProfileTop.Packages[:min(3, len(t.APIServerProfileTop.Packages))] {
 				pkgs = append(pkgs, fmt.Sprintf("%s %.1fs (%.0f%%)", p.Package, p.Seconds, p.Percent))
 			}
-			top := ""
-			if len(t.APIServerProfileTop.Functions) > 0 {
-				top = t.APIServerProfileTop.Functions[0]
-			}
-			fmt.Fprintf(b, ". kube-apiserver CPU profile (%s): top function `%s`; flat CPU by package: %s",
-				t.APIServerProfileTop.Summary, top, strings.Join(pkgs, ", "))
+			fmt.Fprintf(b, ". kube-apiserver CPU profile (%s): flat CPU by package %s; in and under (overlapping): %s",
+				t.APIServerProfileTop.Summary, strings.Join(pkgs, ", "), strings.Join(paths, ", "))
 		case t.APIServerProfileError != "":
 			fmt.Fprintf(b, ". No kube-apiserver profile: %s", firstLine(t.APIServerProfileError))
 		}

@@ -64,8 +64,21 @@ func main() {
 		nodes      = flag.Int("nodes", 10, "fake nodes per control plane")
 		timeout    = flag.Duration("phase-timeout", 10*time.Minute, "how long any wait may take")
 	)
+	render := flag.String("render", "", "render this JSON report (and its kube-apiserver profiles, if still there) again as <name>.{md,json} in --out, and run nothing")
 	flag.Float64Var(&scale, "scale", scale, "multiplies the pod counts; $BENCH_SCALE sets the default")
 	flag.Parse()
+
+	if *render != "" {
+		report, err := bench.ReadShardReport(context.Background(), *render)
+		if err == nil {
+			err = report.WriteFiles(*out, *name)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
 
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
