@@ -192,6 +192,14 @@ func runMemory(ctx context.Context, cfg ShardConfig, name string, namespaces []s
 	if err := c.waitSettled(ctx); err != nil {
 		return err
 	}
+	idle := map[string]int64{}
+	for _, r := range c.replicas {
+		u, err := readProcessUsage(r.process.Pid())
+		if err != nil {
+			return err
+		}
+		idle[r.name] = u.RSS
+	}
 	podsEach := cfg.MemoryPods / len(namespaces)
 	begin := time.Now()
 	c.timeline.setOrigin(begin)
@@ -214,7 +222,13 @@ func runMemory(ctx context.Context, cfg ShardConfig, name string, namespaces []s
 			return err
 		}
 	}
-	return c.measureReplicas(ctx, &run.PerReplica)
+	if err := c.measureReplicas(ctx, &run.PerReplica); err != nil {
+		return err
+	}
+	for i := range run.PerReplica {
+		run.PerReplica[i].IdleRSSBytes = idle[run.PerReplica[i].Name]
+	}
+	return nil
 }
 
 // runThroughput starts the replicas, creates the tenants with one pod each and waits
@@ -595,24 +609,27 @@ func (c *shardCluster) waitReplicaSets(ctx context.Context, namespaces []string,
 // logs when it joins an election. Not leader_election_master_status: client-go sets
 // it to 0 only when a renewal fails or a new elector of the same name starts, so a
 // replica that handed a shard over keeps reporting it as led.
-func (c *shardCluster) heldShards(ctx context.Context) (map[string][]int, error) {
+func (c *shardCluster) heldShards(ctx context.Context) (held map[string][]int, coordinator string, err error) {
 	byIdentity := map[string]string{}
 	for _, r := range c.replicas {
 		id, err := replicaIdentity(r.process.LogPath())
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", r.name, err)
+			return nil, "", fmt.Errorf("%s: %w", r.name, err)
 		}
 		byIdentity[id] = r.name
 	}
 	leases, err := c.client.CoordinationV1().Leases(benchLeaseNamespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	held := map[string][]int{}
+	held = map[string][]int{}
 	for _, l := range leases.Items {
 		replica, ok := byIdentity[ptr.Deref(l.Spec.HolderIdentity, "")]
 		if !ok {
 			continue
+		}
+		if c.shards > 1 && l.Name == benchLeaseName {
+			coordinator = replica
 		}
 		if c.shards == 1 && l.Name == benchLeaseName {
 			held[replica] = append(held[replica], 0)
@@ -623,7 +640,7 @@ func (c *shardCluster) heldShards(ctx context.Context) (map[string][]int, error)
 	for _, s := range held {
 		slices.Sort(s)
 	}
-	return held, nil
+	return held, coordinator, nil
 }
 
 // identityInLog matches the identity a replica logs with its elections.
@@ -680,14 +697,14 @@ func (c *shardCluster) checkBalance(_ context.Context, namespaces []string, run 
 
 // measureReplicas records what every replica caches and what it cost.
 func (c *shardCluster) measureReplicas(ctx context.Context, out *[]ReplicaResult) error {
-	held, err := c.heldShards(ctx)
+	held, coordinator, err := c.heldShards(ctx)
 	if err != nil {
 		return err
 	}
 	plan := c.timeline.activePlan()
 	podsOf := map[int]int{}
 	for _, r := range c.replicas {
-		result := ReplicaResult{Name: r.name, Shards: held[r.name]}
+		result := ReplicaResult{Name: r.name, Shards: held[r.name], Coordinator: r.name == coordinator}
 		u, err := readProcessUsage(r.process.Pid())
 		if err != nil {
 			return err

@@ -87,7 +87,12 @@ type ReplicaResult struct {
 	Shards []int `json:"shards"`
 	// PodsCached is the number of pods the apiserver lists for the selectors of its
 	// shards: what its pod informers hold.
-	PodsCached   int     `json:"podsCached"`
+	PodsCached int `json:"podsCached"`
+	// Coordinator is set on the replica that holds the base Lease and so weighs the
+	// namespaces and writes the plan.
+	Coordinator bool `json:"coordinator,omitempty"`
+	// IdleRSSBytes is its RSS once it held its shards, before any tenant existed.
+	IdleRSSBytes int64   `json:"idleRSSBytes"`
 	PeakRSSBytes int64   `json:"peakRSSBytes"`
 	RSSBytes     int64   `json:"rssBytes"`
 	CPUSeconds   float64 `json:"cpuSeconds"`
@@ -277,6 +282,17 @@ func (r *ShardReport) writeShardTargets(b *strings.Builder) {
 		fmt.Fprintf(b, "| %s names: each replica's peak RSS ≤ %.1f× the single leader's | worst %s: %.0f / %.0f MiB = %.2f (RSS at the end: %.2f) | %s |\n",
 			m.Naming, TargetShardedRSSRatio, worst.Name, mib(worst.PeakRSSBytes), mib(leader), ratio,
 			float64(endWorst.RSSBytes)/float64(single.PerReplica[0].RSSBytes), yesNo(ratio <= TargetShardedRSSRatio))
+		if lead := single.PerReplica[0]; lead.IdleRSSBytes > 0 && lead.PeakRSSBytes > lead.IdleRSSBytes {
+			growth := func(r ReplicaResult) float64 {
+				return float64(r.PeakRSSBytes-r.IdleRSSBytes) / float64(lead.PeakRSSBytes-lead.IdleRSSBytes)
+			}
+			var parts []string
+			for _, rep := range sharded.PerReplica {
+				parts = append(parts, fmt.Sprintf("%s %.2f", rep.Name, growth(rep)))
+			}
+			fmt.Fprintf(b, "| %s names (report): peak RSS above the RSS before the tenants, over the single leader's (%.0f − %.0f MiB) | %s | |\n",
+				m.Naming, mib(lead.PeakRSSBytes), mib(lead.IdleRSSBytes), strings.Join(parts, ", "))
+		}
 	}
 	if len(r.Throughput) > 0 {
 		var rates []string
@@ -307,16 +323,24 @@ func writeMemory(b *strings.Builder, m MemoryComparison) {
 	if m.Naming == "random" && len(m.Namespaces) > 0 {
 		fmt.Fprintf(b, "Ten random letters each (e.g. %s).\n\n", strings.Join(m.Namespaces[:min(4, len(m.Namespaces))], ", "))
 	}
-	b.WriteString("| run | replica | shards led | pods cached | share of pods | peak RSS (MiB) | RSS at the end (MiB) | CPU (s) |\n|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| run | replica | shards held | pods cached | share of pods | RSS before the tenants (MiB) | peak RSS (MiB) | RSS at the end (MiB) | CPU (s) |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, run := range m.Runs {
 		label := fmt.Sprintf("%d replica(s), --shards=%d", run.Replicas, run.Shards)
 		if run.Error != "" {
-			fmt.Fprintf(b, "| %s | failed: %s | | | | | | |\n", label, firstLine(run.Error))
+			fmt.Fprintf(b, "| %s | failed: %s | | | | | | | |\n", label, firstLine(run.Error))
 			continue
 		}
 		for _, rep := range run.PerReplica {
-			fmt.Fprintf(b, "| %s | %s | %s | %d | %.1f%% | %.0f | %.0f | %.1f |\n", label, rep.Name, intsString(rep.Shards),
-				rep.PodsCached, 100*float64(rep.PodsCached)/float64(max(run.Pods, 1)), mib(rep.PeakRSSBytes), mib(rep.RSSBytes), rep.CPUSeconds)
+			name := rep.Name
+			if rep.Coordinator {
+				name += " (coordinator)"
+			}
+			idle := "n/a"
+			if rep.IdleRSSBytes > 0 {
+				idle = fmt.Sprintf("%.0f", mib(rep.IdleRSSBytes))
+			}
+			fmt.Fprintf(b, "| %s | %s | %s | %d | %.1f%% | %s | %.0f | %.0f | %.1f |\n", label, name, intsString(rep.Shards),
+				rep.PodsCached, 100*float64(rep.PodsCached)/float64(max(run.Pods, 1)), idle, mib(rep.PeakRSSBytes), mib(rep.RSSBytes), rep.CPUSeconds)
 		}
 	}
 	b.WriteString("\n")
