@@ -3,7 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -128,11 +130,11 @@ func RunShards(ctx context.Context, cfg ShardConfig) (*ShardReport, error) {
 				}
 				name := fmt.Sprintf("memory-%s-%dx%d", naming, layout.replicas, layout.shards)
 				cfg.Logf("== %s (load average %s)", name, formatLoad(loadAverage()))
-				run := MemoryRun{Replicas: layout.replicas, Shards: layout.shards, LoadAverage: loadAverage()}
-				if err := runMemory(ctx, cfg, name, namespaces, &run); err != nil {
-					run.Error = err.Error()
-					cfg.Logf("!! %s failed: %s", name, err)
-				}
+				var run MemoryRun
+				retryOnce(ctx, cfg, name, &run.FirstAttemptError, func(name string) error {
+					run = MemoryRun{Replicas: layout.replicas, Shards: layout.shards, LoadAverage: loadAverage()}
+					return runMemory(ctx, cfg, name, namespaces, &run)
+				}, func(err error) { run.Error = err.Error() })
 				m.Runs = append(m.Runs, run)
 			}
 			report.Memory = append(report.Memory, m)
@@ -144,11 +146,11 @@ func RunShards(ctx context.Context, cfg ShardConfig) (*ShardReport, error) {
 				}
 				name := fmt.Sprintf("throughput-%dx%d", cfg.Replicas, n)
 				cfg.Logf("== %s (load average %s)", name, formatLoad(loadAverage()))
-				run := ThroughputRun{Replicas: cfg.Replicas, Shards: n, LoadAverage: loadAverage()}
-				if err := runThroughput(ctx, cfg, name, namespaces, &run); err != nil {
-					run.Error = err.Error()
-					cfg.Logf("!! %s failed: %s", name, err)
-				}
+				var run ThroughputRun
+				retryOnce(ctx, cfg, name, &run.FirstAttemptError, func(name string) error {
+					run = ThroughputRun{Replicas: cfg.Replicas, Shards: n, LoadAverage: loadAverage()}
+					return runThroughput(ctx, cfg, name, namespaces, &run)
+				}, func(err error) { run.Error = err.Error() })
 				report.Throughput = append(report.Throughput, run)
 			}
 		default:
@@ -158,6 +160,29 @@ func RunShards(ctx context.Context, cfg ShardConfig) (*ShardReport, error) {
 	report.Finished = time.Now()
 	report.Machine.LoadAverageEnd = loadAverage()
 	return report, nil
+}
+
+// retryOnce runs attempt, and once more on a fresh control plane if it failed: on a
+// shared 2-core machine etcd now and then stalls for longer than a renew deadline, and
+// a replica that cannot renew a shard's Lease exits. The first failure is kept in
+// firstError (set after the retry's attempt reset the run), the last one passed to
+// failed.
+func retryOnce(ctx context.Context, cfg ShardConfig, name string, firstError *string, attempt func(name string) error, failed func(error)) {
+	err := attempt(name)
+	if err == nil || ctx.Err() != nil {
+		if err != nil {
+			failed(err)
+		}
+		return
+	}
+	cfg.Logf("!! %s failed, trying once more: %s", name, firstLine(err.Error()))
+	first := err.Error()
+	err = attempt(name + "-retry")
+	*firstError = first
+	if err != nil {
+		cfg.Logf("!! %s failed again: %s", name, firstLine(err.Error()))
+		failed(err)
+	}
 }
 
 // namespaceNames returns n namespace names: tenant-000 … (which FNV-1a crowds into a
@@ -326,6 +351,9 @@ type shardCluster struct {
 	logDir   string
 	replicas []*benchReplica
 	timeline *leaseTimeline
+	// scraper reads the replicas' /metrics and /debug/pprof as a user in
+	// system:masters.
+	scraper *http.Client
 
 	replicaSets   appslisters.ReplicaSetLister
 	rsLastChange  atomicTime
@@ -367,6 +395,9 @@ func startShardCluster(ctx context.Context, cfg ShardConfig, name string, replic
 		return nil, err
 	}
 	if c.metadata, err = metadata.NewForConfig(restConfig); err != nil {
+		return nil, err
+	}
+	if c.scraper, err = cp.ScrapeClient("bench-scraper"); err != nil {
 		return nil, err
 	}
 	if err := c.startInformers(ctx); err != nil {
@@ -710,6 +741,9 @@ func (c *shardCluster) measureReplicas(ctx context.Context, out *[]ReplicaResult
 			return err
 		}
 		result.PeakRSSBytes, result.RSSBytes, result.CPUSeconds = u.PeakRSS, u.RSS, u.CPU.Seconds()
+		if result.LiveHeapBytes, err = c.liveHeap(ctx, r); err != nil {
+			c.cfg.Logf("   %s: no heap profile: %v", r.name, err)
+		}
 		for _, shard := range result.Shards {
 			if _, ok := podsOf[shard]; !ok {
 				if podsOf[shard], err = c.podsInShard(ctx, plan, shard); err != nil {
@@ -722,6 +756,48 @@ func (c *shardCluster) measureReplicas(ctx context.Context, out *[]ReplicaResult
 	}
 	return nil
 }
+
+// liveHeap saves a heap profile of the replica (after a garbage collection, ?gc=1) in
+// the run's log directory and returns the live heap the collection left, from
+// go_memstats_heap_alloc_bytes on its /metrics: how much of its RSS its objects are.
+func (c *shardCluster) liveHeap(ctx context.Context, r *benchReplica) (int64, error) {
+	get := func(path string) ([]byte, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://127.0.0.1:"+strconv.Itoa(r.port)+path, nil)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := c.scraper.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("GET %s: status %d", path, resp.StatusCode)
+		}
+		return body, err
+	}
+	profile, err := get("/debug/pprof/heap?gc=1")
+	if err != nil {
+		return 0, err
+	}
+	if err := os.WriteFile(filepath.Join(c.logDir, r.name+"-heap.pprof"), profile, 0o644); err != nil {
+		return 0, err
+	}
+	metrics, err := get("/metrics")
+	if err != nil {
+		return 0, err
+	}
+	m := heapAlloc.FindSubmatch(metrics)
+	if m == nil {
+		return 0, fmt.Errorf("no go_memstats_heap_alloc_bytes on /metrics")
+	}
+	v, err := strconv.ParseFloat(string(m[1]), 64)
+	return int64(v), err
+}
+
+// heapAlloc matches the live heap on a Go process's /metrics.
+var heapAlloc = regexp.MustCompile(`(?m)^go_memstats_heap_alloc_bytes (\S+)$`)
 
 // usage reads the CPU time and memory of every process of the run: the control plane's
 // components, the replicas and the benchmark itself.

@@ -76,7 +76,9 @@ type MemoryRun struct {
 	NamespacesPerShard []int           `json:"namespacesPerShard,omitempty"`
 	PodsPerShardByPlan []int           `json:"podsPerShardByPlan,omitempty"`
 	PerReplica         []ReplicaResult `json:"perReplica"`
-	Error              string          `json:"error,omitempty"`
+	// FirstAttemptError is set when the run was tried a second time.
+	FirstAttemptError string `json:"firstAttemptError,omitempty"`
+	Error             string `json:"error,omitempty"`
 }
 
 // ReplicaResult is one replica at the end of a memory run.
@@ -92,10 +94,12 @@ type ReplicaResult struct {
 	// namespaces and writes the plan.
 	Coordinator bool `json:"coordinator,omitempty"`
 	// IdleRSSBytes is its RSS once it held its shards, before any tenant existed.
-	IdleRSSBytes int64   `json:"idleRSSBytes"`
-	PeakRSSBytes int64   `json:"peakRSSBytes"`
-	RSSBytes     int64   `json:"rssBytes"`
-	CPUSeconds   float64 `json:"cpuSeconds"`
+	IdleRSSBytes int64 `json:"idleRSSBytes"`
+	PeakRSSBytes int64 `json:"peakRSSBytes"`
+	RSSBytes     int64 `json:"rssBytes"`
+	// LiveHeapBytes is the Go heap left by a garbage collection at the end.
+	LiveHeapBytes int64   `json:"liveHeapBytes"`
+	CPUSeconds    float64 `json:"cpuSeconds"`
 }
 
 // Handover is one plan epoch: proposed (every shard drains and is released), active,
@@ -132,7 +136,9 @@ type ThroughputRun struct {
 	APIServerProfileTop   *ProfileTop `json:"apiServerProfileTop,omitempty"`
 	APIServerProfileError string      `json:"apiServerProfileError,omitempty"`
 	Note                  string      `json:"note,omitempty"`
-	Error                 string      `json:"error,omitempty"`
+	// FirstAttemptError is set when the run was tried a second time.
+	FirstAttemptError string `json:"firstAttemptError,omitempty"`
+	Error             string `json:"error,omitempty"`
 }
 
 // ProcessCPU is one process's CPU time over a phase, and the cores that is.
@@ -323,11 +329,11 @@ func writeMemory(b *strings.Builder, m MemoryComparison) {
 	if m.Naming == "random" && len(m.Namespaces) > 0 {
 		fmt.Fprintf(b, "Ten random letters each (e.g. %s).\n\n", strings.Join(m.Namespaces[:min(4, len(m.Namespaces))], ", "))
 	}
-	b.WriteString("| run | replica | shards held | pods cached | share of pods | RSS before the tenants (MiB) | peak RSS (MiB) | RSS at the end (MiB) | CPU (s) |\n|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| run | replica | shards held | pods cached | share of pods | RSS before the tenants (MiB) | peak RSS (MiB) | RSS at the end (MiB) | live heap at the end (MiB) | CPU (s) |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, run := range m.Runs {
 		label := fmt.Sprintf("%d replica(s), --shards=%d", run.Replicas, run.Shards)
 		if run.Error != "" {
-			fmt.Fprintf(b, "| %s | failed: %s | | | | | | | |\n", label, firstLine(run.Error))
+			fmt.Fprintf(b, "| %s | failed: %s | | | | | | | | |\n", label, firstLine(run.Error))
 			continue
 		}
 		for _, rep := range run.PerReplica {
@@ -339,8 +345,9 @@ func writeMemory(b *strings.Builder, m MemoryComparison) {
 			if rep.IdleRSSBytes > 0 {
 				idle = fmt.Sprintf("%.0f", mib(rep.IdleRSSBytes))
 			}
-			fmt.Fprintf(b, "| %s | %s | %s | %d | %.1f%% | %s | %.0f | %.0f | %.1f |\n", label, name, intsString(rep.Shards),
-				rep.PodsCached, 100*float64(rep.PodsCached)/float64(max(run.Pods, 1)), idle, mib(rep.PeakRSSBytes), mib(rep.RSSBytes), rep.CPUSeconds)
+			fmt.Fprintf(b, "| %s | %s | %s | %d | %.1f%% | %s | %.0f | %.0f | %.0f | %.1f |\n", label, name, intsString(rep.Shards),
+				rep.PodsCached, 100*float64(rep.PodsCached)/float64(max(run.Pods, 1)), idle, mib(rep.PeakRSSBytes), mib(rep.RSSBytes),
+				mib(rep.LiveHeapBytes), rep.CPUSeconds)
 		}
 	}
 	b.WriteString("\n")
@@ -350,6 +357,9 @@ func writeMemory(b *strings.Builder, m MemoryComparison) {
 		}
 		fmt.Fprintf(b, "- %d replica(s), `--shards=%d`: %d pods created and Ready in %.1fs; load average at the start %s.",
 			run.Replicas, run.Shards, run.Pods, run.CreateReadySeconds, formatLoad(run.LoadAverage))
+		if run.FirstAttemptError != "" {
+			fmt.Fprintf(b, " (Second attempt; the first failed: %s)", firstLine(run.FirstAttemptError))
+		}
 		if run.Shards > 1 {
 			fmt.Fprintf(b, " Plan epoch at the end: %d; namespaces per shard %s, pods per shard %s.",
 				run.Epoch, intsString(run.NamespacesPerShard), intsString(run.PodsPerShardByPlan))
@@ -415,6 +425,9 @@ func (r *ShardReport) writeThroughput(b *strings.Builder) {
 		fmt.Fprintf(b, "- `--shards=%d` (plan epoch %d): pod creates by replica %s", t.Shards, t.Epoch, formatCounts(t.CreatesByReplica))
 		if t.Note != "" {
 			fmt.Fprintf(b, "; %s", t.Note)
+		}
+		if t.FirstAttemptError != "" {
+			fmt.Fprintf(b, "; second attempt, the first failed: %s", firstLine(t.FirstAttemptError))
 		}
 		switch {
 		case t.APIServerProfileTop != nil:
