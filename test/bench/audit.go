@@ -31,6 +31,9 @@ type auditLine struct {
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
 	} `json:"objectRef"`
+	ResponseStatus *struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
 	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
 	StageTimestamp           time.Time `json:"stageTimestamp"`
 }
@@ -43,6 +46,8 @@ type request struct {
 	Verb, Resource string
 	// Received and Completed are the apiserver's timestamps.
 	Received, Completed time.Time
+	// Code is the response's HTTP status code, 0 when the audit event has none.
+	Code int
 }
 
 // next returns the requests of the users that completed (or, for watches, started)
@@ -87,6 +92,9 @@ func (c *auditCursor) next(users ...string) ([]request, error) {
 			continue
 		}
 		r := request{User: e.User.Username, Verb: e.Verb, Received: e.RequestReceivedTimestamp, Completed: e.StageTimestamp}
+		if e.ResponseStatus != nil {
+			r.Code = e.ResponseStatus.Code
+		}
 		if e.ObjectRef != nil {
 			r.Resource = e.ObjectRef.Resource
 			if e.ObjectRef.Subresource != "" {

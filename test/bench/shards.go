@@ -319,9 +319,16 @@ func runThroughput(ctx context.Context, cfg ShardConfig, name string, namespaces
 	if pods, seconds := creationRate(requests); pods > 0 && seconds > 0 {
 		run.CreatesPerSecond = float64(pods) / seconds
 		run.CreatesByReplica = map[string]int{}
+		run.FailedCreates = map[string]int{}
 		for _, r := range requests {
 			if r.Verb == "create" && r.Resource == "pods" {
 				run.CreatesByReplica[r.User]++
+				if r.Code >= 300 {
+					run.FailedCreates[strconv.Itoa(r.Code)]++
+				}
+			}
+			if r.Verb == "delete" && r.Resource == "pods" {
+				run.PodDeletes++
 			}
 		}
 	}

@@ -128,6 +128,10 @@ type ThroughputRun struct {
 	// arrival to the last one's completion, from the audit log.
 	CreatesPerSecond float64        `json:"createsPerSecond"`
 	CreatesByReplica map[string]int `json:"createsByReplica"`
+	// FailedCreates counts the pod creates the apiserver refused, by status code;
+	// PodDeletes are the replicas' pod deletes (a scale-up needs none).
+	FailedCreates map[string]int `json:"failedCreates,omitempty"`
+	PodDeletes    int            `json:"podDeletes"`
 	// CPU is every process's CPU over the scale-up.
 	CPU []ProcessCPU `json:"cpu"`
 	// Epoch is the plan's epoch during the run.
@@ -423,6 +427,10 @@ func (r *ShardReport) writeThroughput(b *strings.Builder) {
 			continue
 		}
 		fmt.Fprintf(b, "- `--shards=%d` (plan epoch %d): pod creates by replica %s", t.Shards, t.Epoch, formatCounts(t.CreatesByReplica))
+		if len(t.FailedCreates) > 0 {
+			fmt.Fprintf(b, " (refused, by status code: %s)", formatCounts(t.FailedCreates))
+		}
+		fmt.Fprintf(b, "; pod deletes %d", t.PodDeletes)
 		if t.Note != "" {
 			fmt.Fprintf(b, "; %s", t.Note)
 		}
