@@ -54,6 +54,8 @@ type ShardConfig struct {
 	Scenarios []string
 	// Settings are every replica's rate limits and worker counts.
 	Settings Settings
+	// Controllers is every replica's --controllers; empty runs mini-kcm's default.
+	Controllers string
 	// RebalancePeriod is every replica's --shard-rebalance-period.
 	RebalancePeriod time.Duration
 	// Timings are every replica's leader election timings.
@@ -111,6 +113,7 @@ func RunShards(ctx context.Context, cfg ShardConfig) (*ShardReport, error) {
 		Settings:         cfg.Settings,
 		RebalancePeriod:  cfg.RebalancePeriod.String(),
 		RebalanceDefault: "1.5",
+		Controllers:      cfg.Controllers,
 		LeaseDuration:    cfg.Timings.LeaseDuration.String(),
 		RenewDeadline:    cfg.Timings.RenewDeadline.String(),
 		RetryPeriod:      cfg.Timings.RetryPeriod.String(),
@@ -446,6 +449,9 @@ func (c *shardCluster) startReplica(_ context.Context, name string) (*benchRepli
 		"--leader-elect-retry-period=" + c.cfg.Timings.RetryPeriod.String(),
 	}, serving...)
 	args = append(args, c.cfg.Settings.args()...)
+	if c.cfg.Controllers != "" {
+		args = append(args, "--controllers="+c.cfg.Controllers)
+	}
 	p, err := controlplane.StartProcess(controlplane.ProcessSpec{
 		Name:    name,
 		Path:    c.cfg.Binary,

@@ -40,6 +40,8 @@ type ShardReport struct {
 	// Settings are every replica's rate limit and workers.
 	Settings        Settings `json:"settings"`
 	RebalancePeriod string   `json:"rebalancePeriod"`
+	// Controllers is every replica's --controllers, empty for the default.
+	Controllers string `json:"controllers,omitempty"`
 	// LeaseDuration, RenewDeadline and RetryPeriod are every replica's election timings.
 	LeaseDuration    string `json:"leaseDuration"`
 	RenewDeadline    string `json:"renewDeadline"`
@@ -215,7 +217,7 @@ func (r *ShardReport) Markdown() string {
 	b.WriteString("# Sharded mini-kcm against one leader (issue #17)\n\n")
 	fmt.Fprintf(&b, "Measured %s at `%s` (`make bench-shards`, scale %g) in %s, on %d CPUs; load average %s at the start and %s at the end. "+
 		"Every replica runs mini-kcm's default controllers with leader election on (`--leader-elect-lease-duration=%s --leader-elect-renew-deadline=%s --leader-elect-retry-period=%s`), `--kube-api-qps=%g --kube-api-burst=%d`, "+
-		"%d workers per controller and `--shard-rebalance-period=%s` (threshold: the default, %s), against a fresh control plane per run "+
+		"%d workers per controller and `--shard-rebalance-period=%s` (threshold: the default, %s)%s, against a fresh control plane per run "+
 		"(etcd, kube-apiserver with `--feature-gates=ShardedListAndWatch=true` and its audit log, kube-scheduler, KWOK with fake nodes). "+
 		"CPU is utime+stime of each process, memory its VmHWM (peak) and VmRSS (at the end), from /proc. "+
 		"Pods cached per replica: the pods the apiserver lists for the shard selectors of the shards the replica holds at the end "+
@@ -224,7 +226,7 @@ func (r *ShardReport) Markdown() string {
 		"`leader_election_master_status` stays 1 for a shard handed over (client-go resets it only on a failed renewal or a new elector).\n\n",
 		r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Commit, r.Scale, r.Finished.Sub(r.Started).Round(time.Second),
 		r.Machine.CPUs, formatLoad(r.Machine.LoadAverageStart), formatLoad(r.Machine.LoadAverageEnd),
-		r.LeaseDuration, r.RenewDeadline, r.RetryPeriod, r.Settings.QPS, r.Settings.Burst, r.Settings.ConcurrentSyncs, r.RebalancePeriod, r.RebalanceDefault)
+		r.LeaseDuration, r.RenewDeadline, r.RetryPeriod, r.Settings.QPS, r.Settings.Burst, r.Settings.ConcurrentSyncs, r.RebalancePeriod, r.RebalanceDefault, controllersNote(r.Controllers))
 	r.writeShardTargets(&b)
 	for _, m := range r.Memory {
 		writeMemory(&b, m)
@@ -314,6 +316,13 @@ func (r *ShardReport) writeShardTargets(b *strings.Builder) {
 		fmt.Fprintf(b, "| throughput with N shards (report) | pods/s created and Ready: %s | |\n", strings.Join(rates, ", "))
 	}
 	b.WriteString("\n")
+}
+
+func controllersNote(controllers string) string {
+	if controllers == "" {
+		return ""
+	}
+	return " and `--controllers=" + controllers + "` instead of the default controllers"
 }
 
 func podsPerReplica(m *MemoryRun) string {

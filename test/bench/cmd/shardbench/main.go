@@ -54,6 +54,7 @@ func main() {
 		thruShards = flag.String("throughput-shards", "1,2,3,6", "--shards of the throughput runs")
 		qps        = flag.Float64("kube-api-qps", 1000, "--kube-api-qps of every replica")
 		burst      = flag.Int("kube-api-burst", 2000, "--kube-api-burst of every replica")
+		ctrls      = flag.String("controllers", "", "--controllers of every replica (default: mini-kcm's default controllers)")
 		syncs      = flag.Int("concurrent-syncs", 5, "workers of each controller")
 		period     = flag.Duration("shard-rebalance-period", 5*time.Second, "--shard-rebalance-period of every replica")
 		lease      = flag.Duration("leader-elect-lease-duration", 15*time.Second, "--leader-elect-lease-duration of every replica (upstream's default: mini-kcm's 4s loses Leases when a loaded 2-core machine stalls the apiserver for 2s)")
@@ -92,6 +93,7 @@ func main() {
 		Scenarios:       strings.Split(*scenarios, ","),
 		Settings:        bench.Settings{QPS: float32(*qps), Burst: int32(*burst), ConcurrentSyncs: *syncs},
 		RebalancePeriod: *period,
+		Controllers:     *ctrls,
 		Timings:         leaderelection.Timings{LeaseDuration: *lease, RenewDeadline: *renew, RetryPeriod: *retry},
 		ProfileSeconds:  *profile,
 		Seed:            *seed,
