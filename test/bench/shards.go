@@ -322,7 +322,7 @@ func runThroughput(ctx context.Context, cfg ShardConfig, name string, namespaces
 	if pods, seconds := creationRate(requests); pods > 0 && seconds > 0 {
 		run.CreatesPerSecond = float64(pods) / seconds
 		run.CreatesByReplica = map[string]int{}
-		run.FailedCreates = map[string]int{}
+		run.FailedCreates, run.CountedOutcomes = map[string]int{}, true
 		for _, r := range requests {
 			if r.Verb == "create" && r.Resource == "pods" {
 				run.CreatesByReplica[r.User]++

@@ -134,6 +134,9 @@ type ThroughputRun struct {
 	// PodDeletes are the replicas' pod deletes (a scale-up needs none).
 	FailedCreates map[string]int `json:"failedCreates,omitempty"`
 	PodDeletes    int            `json:"podDeletes"`
+	// CountedOutcomes is set when FailedCreates and PodDeletes were counted (reports
+	// from before they were have neither).
+	CountedOutcomes bool `json:"countedOutcomes,omitempty"`
 	// CPU is every process's CPU over the scale-up.
 	CPU []ProcessCPU `json:"cpu"`
 	// Epoch is the plan's epoch during the run.
@@ -215,7 +218,7 @@ func (r *ShardReport) Failed() []string {
 func (r *ShardReport) Markdown() string {
 	var b strings.Builder
 	b.WriteString("# Sharded mini-kcm against one leader (issue #17)\n\n")
-	fmt.Fprintf(&b, "Measured %s at `%s` (`make bench-shards`, scale %g) in %s, on %d CPUs; load average %s at the start and %s at the end. "+
+	fmt.Fprintf(&b, "Measured %s at `%s` (`test/bench/cmd/shardbench`, scale %g: %d pods in the memory runs, %d in the throughput runs) in %s, on %d CPUs; load average %s at the start and %s at the end. "+
 		"Every replica runs mini-kcm's default controllers with leader election on (`--leader-elect-lease-duration=%s --leader-elect-renew-deadline=%s --leader-elect-retry-period=%s`), `--kube-api-qps=%g --kube-api-burst=%d`, "+
 		"%d workers per controller and `--shard-rebalance-period=%s` (threshold: the default, %s)%s, against a fresh control plane per run "+
 		"(etcd, kube-apiserver with `--feature-gates=ShardedListAndWatch=true` and its audit log, kube-scheduler, KWOK with fake nodes). "+
@@ -224,7 +227,7 @@ func (r *ShardReport) Markdown() string {
 		"(the holders of the shard Leases, matched to the identity each replica logs), which is what its informers list and watch: "+
 		"client-go v0.37's informer metrics (queued items, processing latency, store resourceVersion) have no item count, and "+
 		"`leader_election_master_status` stays 1 for a shard handed over (client-go resets it only on a failed renewal or a new elector).\n\n",
-		r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Commit, r.Scale, r.Finished.Sub(r.Started).Round(time.Second),
+		r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Commit, r.Scale, r.MemoryPods, r.ThroughputPods, r.Finished.Sub(r.Started).Round(time.Second),
 		r.Machine.CPUs, formatLoad(r.Machine.LoadAverageStart), formatLoad(r.Machine.LoadAverageEnd),
 		r.LeaseDuration, r.RenewDeadline, r.RetryPeriod, r.Settings.QPS, r.Settings.Burst, r.Settings.ConcurrentSyncs, r.RebalancePeriod, r.RebalanceDefault, controllersNote(r.Controllers))
 	r.writeShardTargets(&b)
@@ -439,7 +442,9 @@ func (r *ShardReport) writeThroughput(b *strings.Builder) {
 		if len(t.FailedCreates) > 0 {
 			fmt.Fprintf(b, " (refused, by status code: %s)", formatCounts(t.FailedCreates))
 		}
-		fmt.Fprintf(b, "; pod deletes %d", t.PodDeletes)
+		if t.CountedOutcomes {
+			fmt.Fprintf(b, "; pod deletes %d", t.PodDeletes)
+		}
 		if t.Note != "" {
 			fmt.Fprintf(b, "; %s", t.Note)
 		}
