@@ -134,6 +134,14 @@ bench: build ## Side-by-side benchmarks against upstream kube-controller-manager
 	$(GO) run ./test/bench/cmd/kcmbench --mini-kcm bin/mini-kcm \
 		--kube-api-qps=20 --kube-api-burst=30 --raised-kube-api-qps=200 --raised-kube-api-burst=400
 
+# Not part of bench, which it would nearly double: four control planes for the memory
+# split (one leader and three sharded replicas, tenant-NNN and random namespace names)
+# and four for the throughput by --shards.
+.PHONY: bench-shards
+bench-shards: build ## Sharded replicas against one leader (issue #17): pods cached, RSS and CPU per replica, pods/s by --shards (~10 min; BENCH_SCALE=N for more).
+	@hack/build-control-plane.sh >/dev/null
+	$(GO) run ./test/bench/cmd/shardbench --mini-kcm bin/mini-kcm
+
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck.
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \

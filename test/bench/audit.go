@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"time"
 )
@@ -30,21 +31,29 @@ type auditLine struct {
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
 	} `json:"objectRef"`
+	ResponseStatus *struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
 	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
 	StageTimestamp           time.Time `json:"stageTimestamp"`
 }
 
 // request is one counted request.
 type request struct {
+	// User is who made it.
+	User string
 	// Verb and Resource ("pods", "replicasets/status") of the request.
 	Verb, Resource string
 	// Received and Completed are the apiserver's timestamps.
 	Received, Completed time.Time
+	// Code is the response's HTTP status code, 0 when the audit event has none.
+	Code int
 }
 
-// next returns the requests of user that completed (or, for watches, started) since
-// the last call. A last line the apiserver is still writing is left for the next call.
-func (c *auditCursor) next(user string) ([]request, error) {
+// next returns the requests of the users that completed (or, for watches, started)
+// since the last call. A last line the apiserver is still writing is left for the next
+// call.
+func (c *auditCursor) next(users ...string) ([]request, error) {
 	f, err := os.Open(c.path)
 	if err != nil {
 		return nil, fmt.Errorf("opening audit log: %w", err)
@@ -53,7 +62,10 @@ func (c *auditCursor) next(user string) ([]request, error) {
 	if _, err := f.Seek(c.offset, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("seeking in audit log: %w", err)
 	}
-	userField := []byte(`"username":` + quote(user))
+	userFields := make([][]byte, len(users))
+	for i, user := range users {
+		userFields[i] = []byte(`"username":` + quote(user))
+	}
 	var requests []request
 	reader := bufio.NewReaderSize(f, 1<<20)
 	for {
@@ -69,17 +81,20 @@ func (c *auditCursor) next(user string) ([]request, error) {
 		// Decoding every line of every user would cost more than the rest of the
 		// benchmark's bookkeeping; most lines belong to the scheduler, KWOK or the
 		// benchmark itself.
-		if !bytes.Contains(line, userField) {
+		if !slices.ContainsFunc(userFields, func(field []byte) bool { return bytes.Contains(line, field) }) {
 			continue
 		}
 		var e auditLine
 		if err := json.Unmarshal(line, &e); err != nil {
 			return nil, fmt.Errorf("audit log at byte %d: %w", c.offset, err)
 		}
-		if e.User.Username != user || !countedStage(e.Verb, e.Stage) {
+		if !slices.Contains(users, e.User.Username) || !countedStage(e.Verb, e.Stage) {
 			continue
 		}
-		r := request{Verb: e.Verb, Received: e.RequestReceivedTimestamp, Completed: e.StageTimestamp}
+		r := request{User: e.User.Username, Verb: e.Verb, Received: e.RequestReceivedTimestamp, Completed: e.StageTimestamp}
+		if e.ResponseStatus != nil {
+			r.Code = e.ResponseStatus.Code
+		}
 		if e.ObjectRef != nil {
 			r.Resource = e.ObjectRef.Resource
 			if e.ObjectRef.Subresource != "" {

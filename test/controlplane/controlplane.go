@@ -201,6 +201,18 @@ func (cp *ControlPlane) APIServerURL() string {
 // NodeNames returns the names of the fake nodes.
 func (cp *ControlPlane) NodeNames() []string { return append([]string(nil), cp.nodeNames...) }
 
+// Pid returns the process id of a running component (Etcd, KubeAPIServer,
+// KubeScheduler, KWOK), or 0 when it does not run: what benchmarks read the
+// component's CPU time and memory from.
+func (cp *ControlPlane) Pid(component string) int {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	if p := cp.processes[component]; p != nil && !p.Exited() {
+		return p.Pid()
+	}
+	return 0
+}
+
 // AuditLogPath returns the audit log: one JSON audit.k8s.io/v1 Event per line.
 func (cp *ControlPlane) AuditLogPath() string { return filepath.Join(cp.dir, "logs", "audit.log") }
 
