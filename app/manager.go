@@ -137,7 +137,14 @@ func (m *controllerManager) addStages(l *lifecycle) *builtControllers {
 			m.shard.startCluster()
 		}
 		m.readiness.setInformers(func() []string { return unsyncedInformers(factory) })
-		// Shutdown waits for the informers and releases their name.
+		// Shutdown waits for the informers and releases their name; a shard's term also
+		// leaves the replica's cluster informers without its handlers.
+		if m.shard != nil {
+			return func() {
+				factory.Shutdown()
+				m.shard.removeHandlers()
+			}, nil
+		}
 		return factory.Shutdown, nil
 	})
 	return built

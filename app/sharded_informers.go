@@ -1,10 +1,14 @@
 package app
 
 import (
+	"sync"
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	coreinformers "k8s.io/client-go/informers/core"
 	corev1informers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
 // shardInformers gives a shard's controllers their informers: namespaced ones list and
@@ -19,6 +23,33 @@ type shardInformers struct {
 	cluster informers.SharedInformerFactory
 	// clusterStop stops the cluster-scoped informers: they outlive a shard's term.
 	clusterStop <-chan struct{}
+
+	// handlers are the event handlers the term's controllers added to the cluster
+	// informers, removed when the term ends (removeHandlers): the informers outlive the
+	// term, and a handler left behind would keep the term's controller in memory.
+	mu       sync.Mutex
+	handlers []handlerRegistration
+}
+
+type handlerRegistration struct {
+	informer     cache.SharedIndexInformer
+	registration cache.ResourceEventHandlerRegistration
+}
+
+// removeHandlers removes the handlers the term added to the cluster informers.
+func (s *shardInformers) removeHandlers() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, h := range s.handlers {
+		_ = h.informer.RemoveEventHandler(h.registration) // only fails for a handler it does not know
+	}
+	s.handlers = nil
+}
+
+func (s *shardInformers) track(informer cache.SharedIndexInformer, registration cache.ResourceEventHandlerRegistration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.handlers = append(s.handlers, handlerRegistration{informer: informer, registration: registration})
 }
 
 // options returns the factory options that restrict a factory to the shard.
@@ -30,7 +61,7 @@ func (s *shardInformers) options() []informers.SharedInformerOption {
 
 // wrap returns f with its cluster-scoped informers taken from the cluster factory.
 func (s *shardInformers) wrap(f informers.SharedInformerFactory) informers.SharedInformerFactory {
-	return shardFactory{SharedInformerFactory: f, cluster: s.cluster}
+	return shardFactory{SharedInformerFactory: f, cluster: s.cluster, shard: s}
 }
 
 // startCluster starts the cluster-scoped informers the shard's controllers asked for;
@@ -43,24 +74,69 @@ func (s *shardInformers) startCluster() { s.cluster.Start(s.clusterStop) }
 type shardFactory struct {
 	informers.SharedInformerFactory
 	cluster informers.SharedInformerFactory
+	shard   *shardInformers
 }
 
 func (f shardFactory) Core() coreinformers.Interface {
-	return shardCore{Interface: f.SharedInformerFactory.Core(), cluster: f.cluster.Core()}
+	return shardCore{Interface: f.SharedInformerFactory.Core(), cluster: f.cluster.Core(), shard: f.shard}
 }
 
 type shardCore struct {
 	coreinformers.Interface
 	cluster coreinformers.Interface
+	shard   *shardInformers
 }
 
 func (c shardCore) V1() corev1informers.Interface {
-	return shardCoreV1{Interface: c.Interface.V1(), cluster: c.cluster.V1()}
+	return shardCoreV1{Interface: c.Interface.V1(), cluster: c.cluster.V1(), shard: c.shard}
 }
 
 type shardCoreV1 struct {
 	corev1informers.Interface
 	cluster corev1informers.Interface
+	shard   *shardInformers
 }
 
-func (c shardCoreV1) Nodes() corev1informers.TypedNodeInformer { return c.cluster.Nodes() }
+func (c shardCoreV1) Nodes() corev1informers.TypedNodeInformer {
+	return trackedNodes{TypedNodeInformer: c.cluster.Nodes(), shard: c.shard}
+}
+
+// trackedNodes hands out the cluster Node informer with its handler registrations
+// tracked for the shard's term.
+type trackedNodes struct {
+	corev1informers.TypedNodeInformer
+	shard *shardInformers
+}
+
+func (n trackedNodes) Informer() cache.SharedIndexInformer {
+	return trackedInformer{SharedIndexInformer: n.TypedNodeInformer.Informer(), shard: n.shard}
+}
+
+type trackedInformer struct {
+	cache.SharedIndexInformer
+	shard *shardInformers
+}
+
+func (i trackedInformer) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	reg, err := i.SharedIndexInformer.AddEventHandler(h)
+	if err == nil {
+		i.shard.track(i.SharedIndexInformer, reg)
+	}
+	return reg, err
+}
+
+func (i trackedInformer) AddEventHandlerWithResyncPeriod(h cache.ResourceEventHandler, resync time.Duration) (cache.ResourceEventHandlerRegistration, error) {
+	reg, err := i.SharedIndexInformer.AddEventHandlerWithResyncPeriod(h, resync)
+	if err == nil {
+		i.shard.track(i.SharedIndexInformer, reg)
+	}
+	return reg, err
+}
+
+func (i trackedInformer) AddEventHandlerWithOptions(h cache.ResourceEventHandler, options cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
+	reg, err := i.SharedIndexInformer.AddEventHandlerWithOptions(h, options)
+	if err == nil {
+		i.shard.track(i.SharedIndexInformer, reg)
+	}
+	return reg, err
+}
