@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/pager"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -639,17 +641,27 @@ func newShardedReplica(cfg *options.Config, manager *controllerManager, clients 
 	return r, nil
 }
 
-// podsPerNamespace counts the pods of every namespace from the apiserver's watch cache
-// (resourceVersion 0), reading their metadata only: the coordinator caches no pods of
-// other shards, and weighs the namespaces once per --shard-rebalance-period.
+// podsPerNamespace counts the pods of every namespace, reading their metadata only and
+// a page at a time (served from the apiserver's watch cache): the coordinator caches no
+// pods of other shards and holds at most two pages of them while it weighs the
+// namespaces, once per --shard-rebalance-period.
 func podsPerNamespace(ctx context.Context, client metadata.Interface) (map[string]int64, error) {
-	list, err := client.Resource(corev1.SchemeGroupVersion.WithResource("pods")).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	pods := client.Resource(corev1.SchemeGroupVersion.WithResource("pods"))
+	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return pods.List(ctx, opts)
+	})
+	p.PageSize = weighPageSize
+	p.PageBufferSize = 1
+	weights := map[string]int64{}
+	err := p.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+		weights[obj.(*metav1.PartialObjectMetadata).Namespace]++
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("counting the pods per namespace: %w", err)
 	}
-	weights := map[string]int64{}
-	for _, p := range list.Items {
-		weights[p.Namespace]++
-	}
 	return weights, nil
 }
+
+// weighPageSize is how many pods' metadata the coordinator reads per list call.
+const weighPageSize = 500
