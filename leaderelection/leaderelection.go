@@ -254,7 +254,7 @@ func Run(ctx context.Context, cfg Config, run func(ctx context.Context) error) e
 		}}
 	}
 
-	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+	electorConfig := leaderelection.LeaderElectionConfig{
 		Lock:          lock,
 		LeaseDuration: cfg.LeaseDuration,
 		RenewDeadline: cfg.RenewDeadline,
@@ -322,7 +322,8 @@ func Run(ctx context.Context, cfg Config, run func(ctx context.Context) error) e
 				}
 			},
 		},
-	})
+	}
+	elector, err := leaderelection.NewLeaderElector(electorConfig)
 	if err != nil {
 		return fmt.Errorf("configuring leader election on lease %s: %w", lock.Describe(), err)
 	}
@@ -372,6 +373,12 @@ func Run(ctx context.Context, cfg Config, run func(ctx context.Context) error) e
 	if releaseErr := release(electionCtx, lock, cfg.Identity, cfg.RenewDeadline); releaseErr != nil {
 		logger.Error(releaseErr, "Failed to release the lease; standbys take over once it expires")
 	}
+	// client-go's elector sets leader_election_master_status back to 0 on a failed
+	// renewal or when an elector is made, not on a release it did not do itself
+	// (ReleaseOnCancel is off). A process that stays up after releasing (a sharded
+	// replica handing a shard over) would report the Lease as held: a new elector for the
+	// same Lease, never run, sets it to 0.
+	_, _ = leaderelection.NewLeaderElector(electorConfig)
 	return err
 }
 

@@ -650,9 +650,8 @@ func (c *shardCluster) waitReplicaSets(ctx context.Context, namespaces []string,
 
 // heldShards returns the shards each replica holds, by the holder identity of every
 // shard Lease (with one shard, of the leader Lease) and the identity each replica
-// logs when it joins an election. Not leader_election_master_status: client-go sets
-// it to 0 only when a renewal fails or a new elector of the same name starts, so a
-// replica that handed a shard over keeps reporting it as led.
+// logs when it joins an election: the Leases are the authority, where a replica's
+// leader_election_master_status is what it believes.
 func (c *shardCluster) heldShards(ctx context.Context) (held map[string][]int, coordinator string, err error) {
 	byIdentity := map[string]string{}
 	for _, r := range c.replicas {

@@ -86,8 +86,8 @@ type MemoryRun struct {
 // ReplicaResult is one replica at the end of a memory run.
 type ReplicaResult struct {
 	Name string `json:"name"`
-	// Shards are the shards it leads (leader_election_master_status on its /metrics);
-	// with one shard, [0] for the leader.
+	// Shards are the shards whose Lease it holds at the end; with one shard, [0] for the
+	// leader.
 	Shards []int `json:"shards"`
 	// PodsCached is the number of pods the apiserver lists for the selectors of its
 	// shards: what its pod informers hold.
@@ -225,8 +225,7 @@ func (r *ShardReport) Markdown() string {
 		"CPU is utime+stime of each process, memory its VmHWM (peak) and VmRSS (at the end), from /proc. "+
 		"Pods cached per replica: the pods the apiserver lists for the shard selectors of the shards the replica holds at the end "+
 		"(the holders of the shard Leases, matched to the identity each replica logs), which is what its informers list and watch: "+
-		"client-go v0.37's informer metrics (queued items, processing latency, store resourceVersion) have no item count, and "+
-		"`leader_election_master_status` stays 1 for a shard handed over (client-go resets it only on a failed renewal or a new elector).\n\n",
+		"client-go v0.37's informer metrics (queued items, processing latency, store resourceVersion) have no item count.\n\n",
 		r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Commit, r.Scale, r.MemoryPods, r.ThroughputPods, r.Finished.Sub(r.Started).Round(time.Second),
 		r.Machine.CPUs, formatLoad(r.Machine.LoadAverageStart), formatLoad(r.Machine.LoadAverageEnd),
 		r.LeaseDuration, r.RenewDeadline, r.RetryPeriod, r.Settings.QPS, r.Settings.Burst, r.Settings.ConcurrentSyncs, r.RebalancePeriod, r.RebalanceDefault, controllersNote(r.Controllers))
