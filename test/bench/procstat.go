@@ -21,6 +21,10 @@ type processUsage struct {
 	PeakRSS int64
 	// RSS is the resident set now (VmRSS), in bytes.
 	RSS int64
+	// AnonRSS is the anonymous part of RSS now (RssAnon), in bytes: the heap, stacks and
+	// the runtime's own memory. The rest is file-backed, mostly the binary's pages, which
+	// processes running the same binary share and the kernel can drop and read again.
+	AnonRSS int64
 }
 
 // readProcessUsage reads the CPU time and memory of process pid from /proc.
@@ -41,6 +45,9 @@ func readProcessUsage(pid int) (processUsage, error) {
 		return u, fmt.Errorf("pid %d: %w", pid, err)
 	}
 	if u.RSS, err = statusKilobytes(status, "VmRSS:"); err != nil {
+		return u, fmt.Errorf("pid %d: %w", pid, err)
+	}
+	if u.AnonRSS, err = statusKilobytes(status, "RssAnon:"); err != nil {
 		return u, fmt.Errorf("pid %d: %w", pid, err)
 	}
 	return u, nil

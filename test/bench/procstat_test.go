@@ -44,9 +44,9 @@ func TestParseStatCPURejectsTruncatedStat(t *testing.T) {
 	}
 }
 
-func TestStatusKilobytesReadsPeakAndCurrentRSS(t *testing.T) {
-	status := []byte("Name:\tmini-kcm\nVmPeak:\t 900000 kB\nVmHWM:\t   51200 kB\nVmRSS:\t   40960 kB\n")
-	for key, want := range map[string]int64{"VmHWM:": 50 << 20, "VmRSS:": 40 << 20} {
+func TestStatusKilobytesReadsPeakCurrentAndAnonymousRSS(t *testing.T) {
+	status := []byte("Name:\tmini-kcm\nVmPeak:\t 900000 kB\nVmHWM:\t   51200 kB\nVmRSS:\t   40960 kB\nRssAnon:\t   10240 kB\nRssFile:\t   30720 kB\n")
+	for key, want := range map[string]int64{"VmHWM:": 50 << 20, "VmRSS:": 40 << 20, "RssAnon:": 10 << 20} {
 		got, err := statusKilobytes(status, key)
 		if err != nil {
 			t.Fatal(err)

@@ -752,7 +752,7 @@ func (c *shardCluster) measureReplicas(ctx context.Context, out *[]ReplicaResult
 		if err != nil {
 			return err
 		}
-		result.PeakRSSBytes, result.RSSBytes, result.CPUSeconds = u.PeakRSS, u.RSS, u.CPU.Seconds()
+		result.PeakRSSBytes, result.RSSBytes, result.AnonRSSBytes, result.CPUSeconds = u.PeakRSS, u.RSS, u.AnonRSS, u.CPU.Seconds()
 		if result.LiveHeapBytes, err = c.liveHeap(ctx, r); err != nil {
 			c.cfg.Logf("   %s: no heap profile: %v", r.name, err)
 		}

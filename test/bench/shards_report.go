@@ -99,6 +99,9 @@ type ReplicaResult struct {
 	IdleRSSBytes int64 `json:"idleRSSBytes"`
 	PeakRSSBytes int64 `json:"peakRSSBytes"`
 	RSSBytes     int64 `json:"rssBytes"`
+	// AnonRSSBytes is the anonymous part of RSSBytes (RssAnon); the rest is file-backed,
+	// mostly the binary. Zero in reports from before it was recorded.
+	AnonRSSBytes int64 `json:"anonRSSBytes,omitempty"`
 	// LiveHeapBytes is the Go heap left by a garbage collection at the end.
 	LiveHeapBytes int64   `json:"liveHeapBytes"`
 	CPUSeconds    float64 `json:"cpuSeconds"`
@@ -222,7 +225,7 @@ func (r *ShardReport) Markdown() string {
 		"Every replica runs mini-kcm's default controllers with leader election on (`--leader-elect-lease-duration=%s --leader-elect-renew-deadline=%s --leader-elect-retry-period=%s`), `--kube-api-qps=%g --kube-api-burst=%d`, "+
 		"%d workers per controller and `--shard-rebalance-period=%s` (threshold: the default, %s)%s, against a fresh control plane per run "+
 		"(etcd, kube-apiserver with `--feature-gates=ShardedListAndWatch=true` and its audit log, kube-scheduler, KWOK with fake nodes). "+
-		"CPU is utime+stime of each process, memory its VmHWM (peak) and VmRSS (at the end), from /proc. "+
+		"CPU is utime+stime of each process, memory its VmHWM (peak), VmRSS (at the end) and RssAnon (its anonymous part at the end: without the binary's file-backed pages, which replicas on one node share), from /proc. "+
 		"Pods cached per replica: the pods the apiserver lists for the shard selectors of the shards the replica holds at the end "+
 		"(the holders of the shard Leases, matched to the identity each replica logs), which is what its informers list and watch: "+
 		"client-go v0.37's informer metrics (queued items, processing latency, store resourceVersion) have no item count.\n\n",
@@ -307,6 +310,14 @@ func (r *ShardReport) writeShardTargets(b *strings.Builder) {
 			fmt.Fprintf(b, "| %s names (report): peak RSS above the RSS before the tenants, over the single leader's (%.0f − %.0f MiB) | %s | |\n",
 				m.Naming, mib(lead.PeakRSSBytes), mib(lead.IdleRSSBytes), strings.Join(parts, ", "))
 		}
+		if lead := single.PerReplica[0]; lead.AnonRSSBytes > 0 {
+			var parts []string
+			for _, rep := range sharded.PerReplica {
+				parts = append(parts, fmt.Sprintf("%s %.2f", rep.Name, float64(rep.AnonRSSBytes)/float64(lead.AnonRSSBytes)))
+			}
+			fmt.Fprintf(b, "| %s names (report): anonymous RSS at the end (RssAnon, without the binary's file pages), over the single leader's (%.0f MiB) | %s | |\n",
+				m.Naming, mib(lead.AnonRSSBytes), strings.Join(parts, ", "))
+		}
 	}
 	if len(r.Throughput) > 0 {
 		var rates []string
@@ -344,11 +355,11 @@ func writeMemory(b *strings.Builder, m MemoryComparison) {
 	if m.Naming == "random" && len(m.Namespaces) > 0 {
 		fmt.Fprintf(b, "Ten random letters each (e.g. %s).\n\n", strings.Join(m.Namespaces[:min(4, len(m.Namespaces))], ", "))
 	}
-	b.WriteString("| run | replica | shards held | pods cached | share of pods | RSS before the tenants (MiB) | peak RSS (MiB) | RSS at the end (MiB) | live heap at the end (MiB) | CPU (s) |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| run | replica | shards held | pods cached | share of pods | RSS before the tenants (MiB) | peak RSS (MiB) | RSS at the end (MiB) | of which anonymous (MiB) | live heap at the end (MiB) | CPU (s) |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, run := range m.Runs {
 		label := fmt.Sprintf("%d replica(s), --shards=%d", run.Replicas, run.Shards)
 		if run.Error != "" {
-			fmt.Fprintf(b, "| %s | failed: %s | | | | | | | | |\n", label, firstLine(run.Error))
+			fmt.Fprintf(b, "| %s | failed: %s | | | | | | | | | |\n", label, firstLine(run.Error))
 			continue
 		}
 		for _, rep := range run.PerReplica {
@@ -360,9 +371,13 @@ func writeMemory(b *strings.Builder, m MemoryComparison) {
 			if rep.IdleRSSBytes > 0 {
 				idle = fmt.Sprintf("%.0f", mib(rep.IdleRSSBytes))
 			}
-			fmt.Fprintf(b, "| %s | %s | %s | %d | %.1f%% | %s | %.0f | %.0f | %.0f | %.1f |\n", label, name, intsString(rep.Shards),
+			anon := "n/a"
+			if rep.AnonRSSBytes > 0 {
+				anon = fmt.Sprintf("%.0f", mib(rep.AnonRSSBytes))
+			}
+			fmt.Fprintf(b, "| %s | %s | %s | %d | %.1f%% | %s | %.0f | %.0f | %s | %.0f | %.1f |\n", label, name, intsString(rep.Shards),
 				rep.PodsCached, 100*float64(rep.PodsCached)/float64(max(run.Pods, 1)), idle, mib(rep.PeakRSSBytes), mib(rep.RSSBytes),
-				mib(rep.LiveHeapBytes), rep.CPUSeconds)
+				anon, mib(rep.LiveHeapBytes), rep.CPUSeconds)
 		}
 	}
 	b.WriteString("\n")
