@@ -143,11 +143,13 @@ bench-shards: build ## Sharded replicas against one leader (issue #17): pods cac
 	$(GO) run ./test/bench/cmd/shardbench --mini-kcm bin/mini-kcm
 
 .PHONY: lint
-lint: ## gofmt, go vet and staticcheck.
+lint: ## gofmt, go vet and staticcheck (also over the make test-long tests).
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [[ -n "$$unformatted" ]]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags long ./test/e2e/ha/
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags long ./test/e2e/ha/
 
 .PHONY: clean
 clean: ## Remove build output (not the control plane cache in $(BIN_DIR)).

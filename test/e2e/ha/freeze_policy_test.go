@@ -220,8 +220,12 @@ func TestAPIServerFenceWindowAfterATakeover(t *testing.T) {
 		roundAll(completions), percentile(completions, 50), percentile(completions, 100), roundAll(refusals))
 }
 
-// percentile returns the p-th percentile of ds (nearest rank).
+// percentile returns the p-th percentile of ds (nearest rank), rounded to the
+// microsecond; 0 if ds is empty.
 func percentile(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
 	sorted := slices.Clone(ds)
 	slices.Sort(sorted)
 	i := max(0, (len(sorted)*p+99)/100-1)

@@ -357,8 +357,8 @@ func leaseRenewals(events []controlplane.AuditEvent, lease string, users []strin
 
 func (s renewalStats) summary(renewDeadline time.Duration) string {
 	return fmt.Sprintf("updates=%d holders=%d gap p50=%s p99=%s max=%s (renew deadline %s) apiserver-latency p50=%s p99=%s max=%s",
-		len(s.latencies), len(s.holders), median(s.gaps), percentile(s.gaps, 0.99), percentile(s.gaps, 1), renewDeadline,
-		median(s.latencies), percentile(s.latencies, 0.99), percentile(s.latencies, 1))
+		len(s.latencies), len(s.holders), median(s.gaps), percentile(s.gaps, 99), percentile(s.gaps, 100), renewDeadline,
+		median(s.latencies), percentile(s.latencies, 99), percentile(s.latencies, 100))
 }
 
 // lostWithoutKill reports holder changes beyond the kills: the first holder and one
@@ -385,18 +385,7 @@ func residentMiB(pid int) (float64, error) {
 	return 0, fmt.Errorf("/proc/%d/status has no VmRSS", pid)
 }
 
-func median(ds []time.Duration) time.Duration { return percentile(ds, 0.5) }
-
-// percentile returns the nearest-rank percentile q (0 < q ≤ 1) of ds, 0 if empty.
-func percentile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	sorted := slices.Clone(ds)
-	slices.Sort(sorted)
-	i := int(q*float64(len(sorted))+0.5) - 1
-	return sorted[min(max(i, 0), len(sorted)-1)]
-}
+func median(ds []time.Duration) time.Duration { return percentile(ds, 50) }
 
 func medianFloat(vs []float64) float64 {
 	if len(vs) == 0 {
