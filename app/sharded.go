@@ -57,8 +57,13 @@ import (
 //     own epoch (shards.GuardEpoch), so no two replicas ever work on overlapping
 //     ranges, old or new.
 //
-// A shard that is lost (not renewed in time) ends the process, like a lost lease of a
-// single leader: its fence already closed, and a restart is the one clean way out.
+// A shard that is lost (not renewed in time, or seen in another replica's hands) costs
+// that shard only: its fence closes at once, its controllers drain and its informers
+// stop, and the replica campaigns again for its fair share (leaderelection's
+// KeepRunningOnLoss). A single leader exits instead, like kube-controller-manager; a
+// replica holding several shards would otherwise lose all of them, and their warm
+// caches, to one renewal that a busy apiserver answered late. Only a shard whose
+// workers do not stop within --controller-shutdown-timeout still ends the process.
 type shardedReplica struct {
 	// base is --leader-elect-resource-name; namespace the Leases' namespace.
 	base, namespace string
@@ -324,23 +329,28 @@ func (r *shardedReplica) campaign(ctx context.Context, shard int, epoch shards.E
 		}
 		fence := leaderelection.NewFence(r.namespace+"/"+name, r.timings.LeaseDuration, nil)
 		err := leaderelection.Run(klog.NewContext(electionCtx, logger), leaderelection.Config{
-			Client:        r.client,
-			Leases:        shards.GuardEpoch(r.client.CoordinationV1(), r.namespace, epoch),
-			Namespace:     r.namespace,
-			Name:          name,
-			Identity:      r.identity,
-			LeaseDuration: r.timings.LeaseDuration,
-			RenewDeadline: r.timings.RenewDeadline,
-			RetryPeriod:   r.timings.RetryPeriod,
-			EventRecorder: r.events,
-			Fence:         fence,
+			Client:            r.client,
+			Leases:            shards.GuardEpoch(r.client.CoordinationV1(), r.namespace, epoch),
+			Namespace:         r.namespace,
+			Name:              name,
+			Identity:          r.identity,
+			LeaseDuration:     r.timings.LeaseDuration,
+			RenewDeadline:     r.timings.RenewDeadline,
+			RetryPeriod:       r.timings.RetryPeriod,
+			EventRecorder:     r.events,
+			Fence:             fence,
+			KeepRunningOnLoss: true,
 		}, func(ctx context.Context) error {
 			e.leading.Store(true)
 			defer e.leading.Store(false)
 			klog.FromContext(ctx).Info("Working on a shard", "selector", selector)
 			return r.term(ctx, shard, epoch.Number, selector, fence)
 		})
-		if err != nil {
+		switch {
+		case errors.Is(err, leaderelection.ErrLeaseLost):
+			logger.Info("Lost a shard: its writes were fenced and its controllers drained; campaigning again for a fair share",
+				"fenceRefusedWrites", fence.Refused())
+		case err != nil:
 			logger.Error(err, "Shard election ended with an error")
 		}
 	})

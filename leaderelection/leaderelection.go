@@ -50,6 +50,12 @@
 //     with code 1 at once. It does not release the Lease or write
 //     anything else: another replica may already be leading, and restarting is the only
 //     way to be sure no worker of this process acts any more.
+//   - Lost lease with Config.KeepRunningOnLoss (a sharded replica's shard Leases): the
+//     fence closes first, as above, so no worker writes again; then run's context is
+//     cancelled and Run waits for run to drain and returns ErrLeaseLost, without
+//     releasing or writing the Lease. The process stays up and may campaign again. If run
+//     gives up on its workers (ErrControllersStillRunning), the process exits as above:
+//     the fence keeps a stuck worker from writing, but only an exit stops it for sure.
 //   - SIGTERM (the caller cancels ctx): the controllers' context is cancelled and Run
 //     waits for the run function to return, which the app does only after every worker
 //     stopped (bounded by --controller-shutdown-timeout) and the informers stopped. The
@@ -89,8 +95,8 @@ import (
 // standby starts while a stuck worker of this process may still write.
 var ErrControllersStillRunning = errors.New("controllers are still running")
 
-// ErrLeaseLost is returned by Run when the Lease was lost. It is only ever seen when
-// Config.Exit returns, which the real exit never does.
+// ErrLeaseLost is returned by Run when the Lease was lost: with
+// Config.KeepRunningOnLoss, or when Config.Exit returns, which the real exit never does.
 var ErrLeaseLost = errors.New("leaderelection lost")
 
 // Config configures one candidate in the election.
@@ -121,6 +127,12 @@ type Config struct {
 	// Lease is lost or released (see Fence). It must be made for this Lease and
 	// LeaseDuration. Optional: without it nothing is fenced.
 	Fence *Fence
+	// KeepRunningOnLoss makes a lost Lease end this election only, not the process:
+	// Run returns ErrLeaseLost once run drained (see the package documentation). It
+	// needs Fence, which keeps the draining workers from writing. A sharded replica
+	// sets it, so that a shard renewal lost to a slow apiserver costs that shard
+	// rather than every shard the replica holds.
+	KeepRunningOnLoss bool
 	// Leases, when set, is the Lease client of the election instead of Client's; the
 	// sharded mode guards it (see shards.GuardEpoch).
 	Leases coordinationv1client.LeasesGetter
@@ -198,9 +210,14 @@ func clientConfig(base *rest.Config, userAgent string, t Timings) *rest.Config {
 //
 // Run returns nil after a clean shutdown (ctx cancelled, whether leading or not), run's
 // error if run returned one (the Lease is released first, unless the error wraps
-// ErrControllersStillRunning), and exits the process through cfg.Exit if the Lease is lost.
+// ErrControllersStillRunning), and exits the process through cfg.Exit if the Lease is
+// lost, or returns ErrLeaseLost once run drained with cfg.KeepRunningOnLoss.
 func Run(ctx context.Context, cfg Config, run func(ctx context.Context) error) error {
 	logger := klog.FromContext(ctx)
+	if cfg.KeepRunningOnLoss && cfg.Fence == nil {
+		return fmt.Errorf("leader election on lease %s/%s: KeepRunningOnLoss needs a Fence, "+
+			"or draining workers could write after the Lease was lost", cfg.Namespace, cfg.Name)
+	}
 	exit := cfg.Exit
 	if exit == nil {
 		exit = func(code int) { klog.FlushAndExit(klog.ExitFlushTimeout, code) }
@@ -309,11 +326,14 @@ func Run(ctx context.Context, cfg Config, run func(ctx context.Context) error) e
 				}
 				if wasLost {
 					if cfg.Fence != nil {
-						logger.Error(nil, "leaderelection lost", "fenceRefusedWrites", cfg.Fence.Refused())
+						logger.Error(nil, "leaderelection lost", "fenceRefusedWrites", cfg.Fence.Refused(),
+							"processKeepsRunning", cfg.KeepRunningOnLoss)
 					} else {
 						logger.Error(nil, "leaderelection lost")
 					}
-					exit(1)
+					if !cfg.KeepRunningOnLoss {
+						exit(1)
+					}
 				}
 			},
 			OnNewLeader: func(identity string) {
@@ -364,6 +384,15 @@ func Run(ctx context.Context, cfg Config, run func(ctx context.Context) error) e
 	wasLost, err := lost, runErr
 	mu.Unlock()
 	if wasLost {
+		// Only with KeepRunningOnLoss (or an Exit that returned): run drained, with the
+		// fence closed, unless it gave up on its workers.
+		if cfg.KeepRunningOnLoss && errors.Is(err, ErrControllersStillRunning) {
+			logger.Error(err, "Exiting: workers of the lost lease are still running")
+			exit(1)
+		}
+		resetLeaderMetric(electorConfig)
+		registerMetrics()
+		leasesLost.WithLabelValues(cfg.Name).Inc()
 		return ErrLeaseLost
 	}
 	if errors.Is(err, ErrControllersStillRunning) {
@@ -373,13 +402,18 @@ func Run(ctx context.Context, cfg Config, run func(ctx context.Context) error) e
 	if releaseErr := release(electionCtx, lock, cfg.Identity, cfg.RenewDeadline); releaseErr != nil {
 		logger.Error(releaseErr, "Failed to release the lease; standbys take over once it expires")
 	}
-	// client-go's elector sets leader_election_master_status back to 0 on a failed
-	// renewal or when an elector is made, not on a release it did not do itself
-	// (ReleaseOnCancel is off). A process that stays up after releasing (a sharded
-	// replica handing a shard over) would report the Lease as held: a new elector for the
-	// same Lease, never run, sets it to 0.
-	_, _ = leaderelection.NewLeaderElector(electorConfig)
+	resetLeaderMetric(electorConfig)
 	return err
+}
+
+// resetLeaderMetric sets leader_election_master_status of the Lease back to 0.
+// client-go's elector does so on a failed renewal or when an elector is made, not on a
+// release it did not do itself (ReleaseOnCancel is off) nor on an election ended by its
+// context. A process that stays up after the election (a sharded replica handing a
+// shard over, or losing it) would report the Lease as held: a new elector for the same
+// Lease, never run, sets it to 0.
+func resetLeaderMetric(cfg leaderelection.LeaderElectionConfig) {
+	_, _ = leaderelection.NewLeaderElector(cfg)
 }
 
 // release gives up the Lease if this candidate still holds it: holder "" and a duration

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
@@ -204,6 +205,107 @@ func TestLostLeaseExitsAtOnceWithoutWritingTheLease(t *testing.T) {
 	waitFor(t, runCancelled, "the controllers' context to be cancelled")
 	if n := writesAfterExit.Load(); n != 0 {
 		t.Errorf("%d lease writes after exit, want none", n)
+	}
+}
+
+// lostLeaseSetup returns a config with a fence and KeepRunningOnLoss whose apiserver
+// goes down when down is set, and counts the Lease writes attempted after lost is closed.
+func lostLeaseSetup(t *testing.T) (cfg Config, down *atomic.Bool, lost chan struct{}, writesAfterLoss *atomic.Int32) {
+	t.Helper()
+	client := fake.NewClientset()
+	down, lost, writesAfterLoss = &atomic.Bool{}, make(chan struct{}), &atomic.Int32{}
+	client.PrependReactor("*", "leases", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		select {
+		case <-lost:
+			if action.GetVerb() != "get" {
+				writesAfterLoss.Add(1)
+			}
+		default:
+		}
+		if down.Load() {
+			return true, nil, errors.New("connection refused")
+		}
+		return false, nil, nil
+	})
+	cfg = testConfig(client, "me")
+	cfg.Fence = NewFence(leaseNamespace+"/"+leaseName, cfg.LeaseDuration, nil)
+	cfg.KeepRunningOnLoss = true
+	return cfg, down, lost, writesAfterLoss
+}
+
+func TestLostLeaseWithKeepRunningOnLossDrainsFencedAndReturnsWithoutExiting(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	ctx := klog.NewContext(context.Background(), logger)
+	cfg, down, lost, writesAfterLoss := lostLeaseSetup(t)
+	cfg.Name = "keep-running-on-loss-test"
+
+	started := make(chan struct{})
+	var drained atomic.Bool
+	fenceWhileDraining := make(chan error, 1)
+	done := runInBackground(ctx, cfg, func(ctx context.Context) error {
+		close(started)
+		<-ctx.Done()
+		close(lost)
+		// A worker finishing its sync tries to write: the fence must refuse it.
+		_, err := cfg.Fence.Check()
+		fenceWhileDraining <- err
+		time.Sleep(300 * time.Millisecond)
+		drained.Store(true)
+		return nil
+	})
+	waitFor(t, started, "leadership")
+	down.Store(true)
+	if err := waitFor(t, done, "Run to return"); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("Run() = %v, want ErrLeaseLost", err)
+	}
+	if !drained.Load() {
+		t.Error("Run returned before the controllers drained")
+	}
+	if err := waitFor(t, fenceWhileDraining, "the drain"); err == nil {
+		t.Error("the fence was open while the controllers of a lost Lease drained")
+	}
+	if n := writesAfterLoss.Load(); n != 0 {
+		t.Errorf("%d Lease writes after the loss, want none (another replica may hold it)", n)
+	}
+	if v, ok := masterStatus(t, cfg.Name); !ok || v != 0 {
+		t.Errorf("leader_election_master_status = %v (reported: %v) after the loss, want 0", v, ok)
+	}
+	if n, err := testutil.GetCounterMetricValue(leasesLost.WithLabelValues(cfg.Name)); err != nil || n != 1 {
+		t.Errorf("mini_kcm_leader_election_leases_lost_total = %v (%v), want 1", n, err)
+	}
+}
+
+func TestLostLeaseWithKeepRunningOnLossExitsWhenControllersAreStuck(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	ctx := klog.NewContext(context.Background(), logger)
+	cfg, down, lost, _ := lostLeaseSetup(t)
+	exitCode := make(chan int, 1)
+	cfg.Exit = func(code int) { exitCode <- code }
+
+	started := make(chan struct{})
+	done := runInBackground(ctx, cfg, func(ctx context.Context) error {
+		close(started)
+		<-ctx.Done()
+		close(lost)
+		return fmt.Errorf("gave up after 1s, 1 worker still running: %w", ErrControllersStillRunning)
+	})
+	waitFor(t, started, "leadership")
+	down.Store(true)
+	if code := waitFor(t, exitCode, "exit"); code != 1 {
+		t.Errorf("exit code = %d, want 1", code)
+	}
+	waitFor(t, done, "Run to return")
+}
+
+func TestKeepRunningOnLossWithoutAFenceIsAnError(t *testing.T) {
+	cfg := testConfig(fake.NewClientset(), "me")
+	cfg.KeepRunningOnLoss = true
+	err := Run(context.Background(), cfg, func(context.Context) error {
+		t.Error("run was called")
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "needs a Fence") {
+		t.Errorf("Run() = %v, want an error naming the missing Fence", err)
 	}
 }
 

@@ -20,13 +20,20 @@ var (
 		Help:           "Mutating requests refused by the write fence because this replica did not hold the Lease by its own clock, by client (the controller's name).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"controller"})
+	leasesLost = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      "mini_kcm",
+		Subsystem:      "leader_election",
+		Name:           "leases_lost_total",
+		Help:           "Leases this process lost (not renewed within the renew deadline, or read in another replica's hands) while it kept running, by Lease name: a sharded replica's shard Leases. A single leader exits instead.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"name"})
 	registerOnce sync.Once
 )
 
-// registerMetrics registers the fence's metrics once per process.
+// registerMetrics registers the fence's and the election's metrics once per process.
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(fenceRefusals)
+		legacyregistry.MustRegister(fenceRefusals, leasesLost)
 	})
 }
 

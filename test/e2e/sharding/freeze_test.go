@@ -9,13 +9,15 @@ import (
 	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
 )
 
-// TestAFrozenShardHolderWritesNothingOnceItsShardsAreTakenOver freezes (SIGSTOP) the
-// replica that holds one tenant's shard right after every tenant was given more work,
-// lets the others take its shards over and converge, and resumes it: its fences closed
-// while it was frozen, so it writes nothing on its stale caches, and it exits on seeing
-// its shards held by others. The audit log shows no two shard terms writing to one
+// TestAFrozenShardHolderWritesNothingOnceItsShardsAreTakenOverThenRejoins freezes
+// (SIGSTOP) the replica that holds one tenant's shard right after every tenant was
+// given more work, lets the others take its shards over and converge, and resumes it:
+// its fences closed while it was frozen, so it writes nothing on its stale caches. It
+// does not exit: it drops the shards it lost (counted in
+// mini_kcm_leader_election_leases_lost_total), campaigns again and takes its fair
+// share back, and works on it. The audit log shows no two shard terms writing to one
 // namespace at once, and every tenant ends with exactly its pods.
-func TestAFrozenShardHolderWritesNothingOnceItsShardsAreTakenOver(t *testing.T) {
+func TestAFrozenShardHolderWritesNothingOnceItsShardsAreTakenOverThenRejoins(t *testing.T) {
 	f := framework.New(t)
 	tenants := make([]string, 9)
 	for i := range tenants {
@@ -61,12 +63,29 @@ func TestAFrozenShardHolderWritesNothingOnceItsShardsAreTakenOver(t *testing.T) 
 		t.Fatal(err)
 	}
 	resumed := time.Now()
-	code, err := frozen.Wait(30 * time.Second)
-	if err != nil || code != 1 {
-		t.Errorf("the resumed replica: exit code %d, %v; want 1 (a lost shard ends the process)", code, err)
+	// It counts the lost shard, stays up, and is given a fair share again.
+	framework.Eventually(t, 30*time.Second, func() error {
+		m, err := frozen.Metrics()
+		if err != nil {
+			return err
+		}
+		lease := fmt.Sprintf("%s-%d", f.LeaseName, frozenShard)
+		if v, ok := m.Value("mini_kcm_leader_election_leases_lost_total", map[string]string{"name": lease}); !ok || v < 1 {
+			return fmt.Errorf("leases_lost_total{name=%s} = %v (reported: %v), want at least 1", lease, v, ok)
+		}
+		return nil
+	})
+	t.Logf("resumed → lost shard counted: %s", time.Since(resumed).Round(10*time.Millisecond))
+	waitForFairSharesOf(t, f, replicas, shardsHere)
+	t.Logf("resumed → fair shares again: %s", time.Since(resumed).Round(10*time.Millisecond))
+	if frozen.Exited() {
+		t.Fatalf("the resumed replica exited; want it to drop only its lost shards:\n%s", frozen.Logs())
 	}
-	t.Logf("resumed → exited: %s", time.Since(resumed).Round(10*time.Millisecond))
-	waitForPods(t, f, tenants, 7)
+	// Work that lands in every shard, the resumed replica's new one included.
+	for _, ns := range tenants {
+		scaleReplicaSet(t, f, ns, 4)
+	}
+	waitForPods(t, f, tenants, 4)
 	assertOneWriterAtATime(t, f, tenants)
 }
 
