@@ -217,7 +217,7 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 		{"shards with the apiserver fence", []string{"--shards=3", "--leader-elect-apiserver-fence"},
 			[]string{"--shards=3 and --leader-elect-apiserver-fence=true: the apiserver's fence policy binds the single leader's Lease"}},
 		{"a rebalance threshold of perfect balance", []string{"--shard-rebalance-threshold=1"},
-			[]string{"--shard-rebalance-threshold=1 must be above 1 (1 is a perfect balance); the default is 1.5"}},
+			[]string{"--shard-rebalance-threshold=1 must be above 1 (1 is a perfect balance); the default is 1.2"}},
 		{"a rebalance period too short", []string{"--shard-rebalance-period=10ms"},
 			[]string{"--shard-rebalance-period=10ms is too short: use at least 1s"}},
 		{"several at once", []string{"--secure-port=-1", "--kube-api-burst=0", "--controllers=foo"},

@@ -17,8 +17,12 @@ const maxShards = 64
 type ShardingOptions struct {
 	// Shards is the number of shards; 1 is the single leader of --leader-elect.
 	Shards int
-	// RebalanceThreshold is the imbalance (heaviest shard's pods over the mean) above
-	// which the coordinator cuts the namespaces anew.
+	// RebalanceThreshold is the imbalance (1 + the largest deviation of a shard's pods
+	// from the mean, as a fraction of it; see shards.Imbalance) above which the
+	// coordinator cuts the namespaces anew. The default, 1.2, keeps every
+	// replica within 20% of its share of the pods: a replica holds whole shards, so
+	// its load is only as even as theirs (at 1.5 a 30 000-pod bench run ended with one
+	// replica 25% under its share, test/bench/results/shards-30k-keep.md).
 	RebalanceThreshold float64
 	// RebalancePeriod is how often the coordinator weighs the shards.
 	RebalancePeriod time.Duration
@@ -26,7 +30,7 @@ type ShardingOptions struct {
 
 // NewShardingOptions returns the defaults: one shard, that is no sharding.
 func NewShardingOptions() *ShardingOptions {
-	return &ShardingOptions{Shards: 1, RebalanceThreshold: 1.5, RebalancePeriod: 5 * time.Minute}
+	return &ShardingOptions{Shards: 1, RebalanceThreshold: 1.2, RebalancePeriod: 5 * time.Minute}
 }
 
 // AddFlags adds the sharding flags to fs.
@@ -37,9 +41,11 @@ func (o *ShardingOptions) AddFlags(fs *pflag.FlagSet) {
 			"number appended) and runs the controllers on that shard's namespaces only. Needs --leader-elect and "+
 			"an apiserver with the ShardedListAndWatch feature gate (alpha); mini-kcm refuses to start without it.", maxShards))
 	fs.Float64Var(&o.RebalanceThreshold, "shard-rebalance-threshold", o.RebalanceThreshold,
-		"With --shards above 1: when the heaviest shard holds more than this many times the mean number of pods, "+
-			"the namespaces are cut anew. A new cut pauses every shard for a handover (drain, release, acquire), "+
-			"so keep it well above 1.")
+		"With --shards above 1: when a shard's pods differ from the mean by more than (this - 1) times the mean, "+
+			"above or below, the namespaces are cut anew, if the new cut is at least 10% more even. A replica holds "+
+			"whole shards, so its share of the pods is only as even as theirs: 1.2 keeps each replica within 20% of "+
+			"its share. A new cut pauses every shard for a handover (drain, release, acquire), at most once per "+
+			"--shard-rebalance-period; raise it to trade balance for fewer pauses.")
 	fs.DurationVar(&o.RebalancePeriod, "shard-rebalance-period", o.RebalancePeriod,
 		"With --shards above 1: how often the coordinating replica counts the pods per namespace to decide on a new cut.")
 }

@@ -291,16 +291,23 @@ func (p Plan) Loads(weights map[string]int64) []int64 {
 	return loads
 }
 
-// Imbalance returns the heaviest load over the mean load: 1 is perfect balance, n means
-// one of n shards holds everything.
+// Imbalance returns 1 + the largest deviation of a shard's load from the mean load, as
+// a fraction of the mean: 1 is perfect balance, 1.2 means every shard is within 20% of
+// the mean, n means one of n shards holds everything. Both sides count: a replica holds
+// whole shards, so it is within 20% of its share of the pods, above or below, only if
+// each of its shards is.
 func Imbalance(loads []int64) float64 {
-	var total, heaviest int64
+	var total int64
 	for _, l := range loads {
 		total += l
-		heaviest = max(heaviest, l)
 	}
 	if total == 0 {
 		return 1
 	}
-	return float64(heaviest) * float64(len(loads)) / float64(total)
+	mean := float64(total) / float64(len(loads))
+	var deviation float64
+	for _, l := range loads {
+		deviation = max(deviation, math.Abs(float64(l)-mean))
+	}
+	return 1 + deviation/mean
 }

@@ -167,3 +167,26 @@ func TestTheProbeSelectorExcludesTheProbeNamespace(t *testing.T) {
 		t.Errorf("excluding(default) = %s", got)
 	}
 }
+
+// A replica holds whole shards, so the imbalance that decides a new cut counts the
+// lightest shard as well as the heaviest: both put a replica off its share.
+func TestImbalanceIsTheLargestDeviationFromTheMeanOnEitherSide(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		loads []int64
+		want  float64
+	}{
+		{"equal", []int64{10, 10, 10}, 1},
+		{"empty", []int64{0, 0, 0}, 1},
+		{"one 20% above", []int64{12, 9, 9}, 1.2},
+		{"one 30% below, none far above", []int64{7, 11, 11, 11}, 1.3},
+		{"the 30 000-pod run's last cut", []int64{3900, 3600, 3900, 5400, 6000, 7200}, 1.44},
+		{"one of four holds everything", []int64{0, 40, 0, 0}, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Imbalance(tc.loads); got < tc.want-1e-9 || got > tc.want+1e-9 {
+				t.Errorf("Imbalance(%v) = %v, want %v", tc.loads, got, tc.want)
+			}
+		})
+	}
+}

@@ -30,6 +30,7 @@ import (
 
 	"github.com/mini-kcm/mini-kcm/app/shards"
 	"github.com/mini-kcm/mini-kcm/leaderelection"
+	"github.com/mini-kcm/mini-kcm/options"
 	"github.com/mini-kcm/mini-kcm/test/controlplane"
 )
 
@@ -112,7 +113,7 @@ func RunShards(ctx context.Context, cfg ShardConfig) (*ShardReport, error) {
 		Shards:           cfg.Shards,
 		Settings:         cfg.Settings,
 		RebalancePeriod:  cfg.RebalancePeriod.String(),
-		RebalanceDefault: "1.5",
+		RebalanceDefault: strconv.FormatFloat(options.NewShardingOptions().RebalanceThreshold, 'g', -1, 64),
 		Controllers:      cfg.Controllers,
 		LeaseDuration:    cfg.Timings.LeaseDuration.String(),
 		RenewDeadline:    cfg.Timings.RenewDeadline.String(),
