@@ -24,7 +24,7 @@ var (
 		Namespace:      "mini_kcm",
 		Subsystem:      "leader_election",
 		Name:           "leases_lost_total",
-		Help:           "Leases this process lost (not renewed within the renew deadline, or read in another replica's hands) while it kept running, by Lease name: a sharded replica's shard Leases. A single leader exits instead.",
+		Help:           "Leases this process lost (not renewed within the renew deadline, or read in another replica's hands) while it kept running, by Lease name: a sharded replica's shard Leases and the Lease of its shard coordinator. A single leader exits instead.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"name"})
 	registerOnce sync.Once
