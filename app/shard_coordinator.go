@@ -142,11 +142,17 @@ func (c *shardCoordinator) step(ctx context.Context) error {
 		candidate := shards.Balanced(weights, r.shards)
 		better := shards.Imbalance(candidate.Loads(weights))
 		logger.V(2).Info("Weighed the shards", "imbalance", current, "threshold", c.threshold, "balancedImbalance", better)
-		// Moving the cuts pauses every shard, so only for a clear gain.
-		if current > c.threshold && better*1.1 < current {
-			return c.propose(ctx, plan, shards.Epoch{Number: active.Number + 1, Plan: candidate},
-				fmt.Sprintf("imbalance %.2f above the threshold %.2f; the new cut has %.2f", current, c.threshold, better))
+		if current <= c.threshold {
+			return nil
 		}
+		// Moving the cuts pauses every shard, so only for a clear gain.
+		if better*1.1 >= current {
+			logger.Info("The shards are unbalanced, but no cut of these namespaces is clearly better; keeping the cuts",
+				"imbalance", current, "threshold", c.threshold, "balancedImbalance", better)
+			return nil
+		}
+		return c.propose(ctx, plan, shards.Epoch{Number: active.Number + 1, Plan: candidate},
+			fmt.Sprintf("imbalance %.2f above the threshold %.2f; the new cut has %.2f", current, c.threshold, better))
 	}
 	return nil
 }

@@ -642,9 +642,17 @@ func newShardedReplica(cfg *options.Config, manager *controllerManager, clients 
 		return nil, err
 	}
 	r.coordinator = &shardCoordinator{
-		replica:   r,
-		client:    coordinatorClient,
-		weigh:     func(ctx context.Context) (map[string]int64, error) { return podsPerNamespace(ctx, metadataClient) },
+		replica: r,
+		client:  coordinatorClient,
+		weigh: func(ctx context.Context) (map[string]int64, error) {
+			// The metadata client has no request timeout of its own (a list of every
+			// pod may take long), so a response that never completes would stop the
+			// coordination for good: one weighing gets weighTimeout, then fails and is
+			// tried again at the next step.
+			ctx, cancel := context.WithTimeout(ctx, weighTimeout)
+			defer cancel()
+			return podsPerNamespace(ctx, metadataClient)
+		},
 		threshold: cfg.Sharding.RebalanceThreshold,
 		period:    cfg.Sharding.RebalancePeriod,
 	}
@@ -675,3 +683,8 @@ func podsPerNamespace(ctx context.Context, client metadata.Interface) (map[strin
 
 // weighPageSize is how many pods' metadata the coordinator reads per list call.
 const weighPageSize = 500
+
+// weighTimeout bounds one weighing: every page of every pod's metadata. 100 000 pods
+// are 200 pages, a few seconds on an idle apiserver and well under a minute on the
+// loaded 2-core one of the benchmarks.
+const weighTimeout = 2 * time.Minute
