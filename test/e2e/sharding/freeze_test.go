@@ -15,16 +15,12 @@ import (
 // its fences closed while it was frozen, so it writes nothing on its stale caches. It
 // does not exit: it drops the shards it lost (counted in
 // mini_kcm_leader_election_leases_lost_total, unless a new plan stopped them first),
-// campaigns again, takes its fair share back, and works on it. The audit log shows no two shard terms writing to one
-// namespace at once, and every tenant ends with exactly its pods.
+// campaigns again, takes its fair share back, and works on it. The audit log shows no
+// two shard terms writing to one namespace at once, and every tenant ends with exactly
+// its pods.
 func TestAFrozenShardHolderWritesNothingOnceItsShardsAreTakenOverThenRejoins(t *testing.T) {
 	f := framework.New(t)
-	tenants := make([]string, 9)
-	for i := range tenants {
-		tenants[i] = fmt.Sprintf("%s-t%02d", f.Namespace, i)
-		createNamespace(t, f, tenants[i])
-		createReplicaSet(t, f, tenants[i], 2)
-	}
+	tenants := createTenants(t, f, 9, 2)
 	const shardsHere = 3
 	replicas := f.StartReplicas(3, framework.ReplicaOptions{Args: []string{
 		fmt.Sprintf("--shards=%d", shardsHere), "--shard-rebalance-period=2s", "--controllers=replicaset",

@@ -123,6 +123,19 @@ func TestShardedReplicasShareTheNamespacesWithOneWriterEach(t *testing.T) {
 // TestAReplicaRefusesToShardOnAnApiserverThatIgnoresTheSelector is in the foundation
 // suite, whose apiserver lacks the gate.
 
+// createTenants creates n tenant namespaces named after the test's namespace, each
+// with a ReplicaSet of replicas pods.
+func createTenants(t *testing.T, f *framework.Framework, n int, replicas int32) []string {
+	t.Helper()
+	tenants := make([]string, n)
+	for i := range tenants {
+		tenants[i] = fmt.Sprintf("%s-t%02d", f.Namespace, i)
+		createNamespace(t, f, tenants[i])
+		createReplicaSet(t, f, tenants[i], replicas)
+	}
+	return tenants
+}
+
 func createNamespace(t *testing.T, f *framework.Framework, ns string) {
 	t.Helper()
 	ctx := f.Context()

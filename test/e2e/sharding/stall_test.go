@@ -19,12 +19,7 @@ import (
 // namespace with exactly the pods asked for.
 func TestShardedReplicasOutliveAnApiserverStallLongerThanTheRenewDeadline(t *testing.T) {
 	f := framework.New(t)
-	tenants := make([]string, 6)
-	for i := range tenants {
-		tenants[i] = fmt.Sprintf("%s-t%02d", f.Namespace, i)
-		createNamespace(t, f, tenants[i])
-		createReplicaSet(t, f, tenants[i], 2)
-	}
+	tenants := createTenants(t, f, 6, 2)
 	const shardsHere = 3
 	replicas := f.StartReplicas(3, framework.ReplicaOptions{Args: []string{
 		fmt.Sprintf("--shards=%d", shardsHere), "--controllers=replicaset",
