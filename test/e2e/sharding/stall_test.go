@@ -37,6 +37,8 @@ func TestShardedReplicasOutliveAnApiserverStallLongerThanTheRenewDeadline(t *tes
 	if err := syscall.Kill(apiserver, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	// The suite's later tests share this apiserver: never leave it frozen.
+	t.Cleanup(func() { _ = syscall.Kill(apiserver, syscall.SIGCONT) })
 	time.Sleep(stall)
 	if err := syscall.Kill(apiserver, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
