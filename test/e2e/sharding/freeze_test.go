@@ -22,10 +22,7 @@ func TestAFrozenShardHolderWritesNothingOnceItsShardsAreTakenOverThenRejoins(t *
 	f := framework.New(t)
 	tenants := createTenants(t, f, 9, 2)
 	const shardsHere = 3
-	replicas := f.StartReplicas(3, framework.ReplicaOptions{Args: []string{
-		fmt.Sprintf("--shards=%d", shardsHere), "--shard-rebalance-period=2s", "--controllers=replicaset",
-		"--leader-elect-apiserver-fence=false",
-	}})
+	replicas := f.StartReplicas(3, shardedArgs(shardsHere, "--shard-rebalance-period=2s"))
 	waitForPods(t, f, tenants, 2)
 	// The first cut was made before the tenants had pods; wait for the one that
 	// follows them, so that the frozen replica has tenants to work on.

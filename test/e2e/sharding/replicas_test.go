@@ -37,15 +37,9 @@ func TestShardedReplicasShareTheNamespacesWithOneWriterEach(t *testing.T) {
 		tenants[i] = fmt.Sprintf("%s-t%02d", f.Namespace, i)
 		createNamespace(t, f, tenants[i])
 	}
-	args := framework.ReplicaOptions{Args: []string{
-		fmt.Sprintf("--shards=%d", shardCount),
-		// The first cut is made before the tenants hold any pod; weighing them every
-		// two seconds moves the cuts once they do, which the test wants to see.
-		"--shard-rebalance-period=2s",
-		"--controllers=replicaset",
-		// The apiserver's fence policy binds a single leader's Lease.
-		"--leader-elect-apiserver-fence=false",
-	}}
+	// The first cut is made before the tenants hold any pod; weighing them every two
+	// seconds moves the cuts once they do, which the test wants to see.
+	args := shardedArgs(shardCount, "--shard-rebalance-period=2s")
 	replicas := f.StartReplicas(3, args)
 	for _, ns := range tenants {
 		createReplicaSet(t, f, ns, 3)
@@ -122,6 +116,15 @@ func TestShardedReplicasShareTheNamespacesWithOneWriterEach(t *testing.T) {
 
 // TestAReplicaRefusesToShardOnAnApiserverThatIgnoresTheSelector is in the foundation
 // suite, whose apiserver lacks the gate.
+
+// shardedArgs are the flags of these tests' replicas, then extra: shards shards, the
+// ReplicaSet controller only, and no apiserver fence (its policy binds a single
+// leader's Lease).
+func shardedArgs(shards int, extra ...string) framework.ReplicaOptions {
+	return framework.ReplicaOptions{Args: append([]string{
+		fmt.Sprintf("--shards=%d", shards), "--controllers=replicaset", "--leader-elect-apiserver-fence=false",
+	}, extra...)}
+}
 
 // createTenants creates n tenant namespaces named after the test's namespace, each
 // with a ReplicaSet of replicas pods.

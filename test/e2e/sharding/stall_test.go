@@ -21,10 +21,7 @@ func TestShardedReplicasOutliveAnApiserverStallLongerThanTheRenewDeadline(t *tes
 	f := framework.New(t)
 	tenants := createTenants(t, f, 6, 2)
 	const shardsHere = 3
-	replicas := f.StartReplicas(3, framework.ReplicaOptions{Args: []string{
-		fmt.Sprintf("--shards=%d", shardsHere), "--controllers=replicaset",
-		"--leader-elect-apiserver-fence=false",
-	}})
+	replicas := f.StartReplicas(3, shardedArgs(shardsHere))
 	waitForPods(t, f, tenants, 2)
 	waitForFairSharesOf(t, f, replicas, shardsHere)
 
