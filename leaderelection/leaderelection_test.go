@@ -157,28 +157,12 @@ func TestSigtermReleasesLeaseOnlyAfterControllersStopped(t *testing.T) {
 func TestLostLeaseExitsAtOnceWithoutWritingTheLease(t *testing.T) {
 	logger, _ := ktesting.NewTestContext(t)
 	ctx := klog.NewContext(context.Background(), logger)
-	client := fake.NewClientset()
-	var apiserverDown atomic.Bool
+	api := newFailingAPIServer()
 	var exitCode atomic.Int32
-	var writesAfterExit atomic.Int32
-	exited := make(chan struct{})
-	client.PrependReactor("*", "leases", func(action clienttesting.Action) (bool, runtime.Object, error) {
-		select {
-		case <-exited:
-			if action.GetVerb() != "get" {
-				writesAfterExit.Add(1)
-			}
-		default:
-		}
-		if apiserverDown.Load() {
-			return true, nil, errors.New("connection refused")
-		}
-		return false, nil, nil
-	})
-	cfg := testConfig(client, "me")
+	cfg := testConfig(api.client, "me")
 	cfg.Exit = func(code int) {
 		exitCode.Store(int32(code))
-		close(exited)
+		close(api.lost)
 	}
 
 	started := make(chan struct{})
@@ -190,12 +174,12 @@ func TestLostLeaseExitsAtOnceWithoutWritingTheLease(t *testing.T) {
 		return nil
 	})
 	waitFor(t, started, "leadership")
-	apiserverDown.Store(true)
+	api.down.Store(true)
 	if err := waitFor(t, done, "Run to return"); !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("Run() = %v, want ErrLeaseLost", err)
 	}
 	select {
-	case <-exited:
+	case <-api.lost:
 	default:
 		t.Fatal("exit was not called")
 	}
@@ -203,40 +187,51 @@ func TestLostLeaseExitsAtOnceWithoutWritingTheLease(t *testing.T) {
 		t.Errorf("exit code = %d, want 1", code)
 	}
 	waitFor(t, runCancelled, "the controllers' context to be cancelled")
-	if n := writesAfterExit.Load(); n != 0 {
+	if n := api.writesAfterLoss.Load(); n != 0 {
 		t.Errorf("%d lease writes after exit, want none", n)
 	}
 }
 
-// lostLeaseSetup returns a config with a fence and KeepRunningOnLoss whose apiserver
-// goes down when down is set, and counts the Lease writes attempted after lost is closed.
-func lostLeaseSetup(t *testing.T) (cfg Config, down *atomic.Bool, lost chan struct{}, writesAfterLoss *atomic.Int32) {
-	t.Helper()
-	client := fake.NewClientset()
-	down, lost, writesAfterLoss = &atomic.Bool{}, make(chan struct{}), &atomic.Int32{}
-	client.PrependReactor("*", "leases", func(action clienttesting.Action) (bool, runtime.Object, error) {
+// failingAPIServer is a fake clientset whose Lease requests fail once down is set, and
+// which counts the Lease writes attempted after lost was closed.
+type failingAPIServer struct {
+	client          *fake.Clientset
+	down            atomic.Bool
+	lost            chan struct{}
+	writesAfterLoss atomic.Int32
+}
+
+func newFailingAPIServer() *failingAPIServer {
+	api := &failingAPIServer{client: fake.NewClientset(), lost: make(chan struct{})}
+	api.client.PrependReactor("*", "leases", func(action clienttesting.Action) (bool, runtime.Object, error) {
 		select {
-		case <-lost:
+		case <-api.lost:
 			if action.GetVerb() != "get" {
-				writesAfterLoss.Add(1)
+				api.writesAfterLoss.Add(1)
 			}
 		default:
 		}
-		if down.Load() {
+		if api.down.Load() {
 			return true, nil, errors.New("connection refused")
 		}
 		return false, nil, nil
 	})
-	cfg = testConfig(client, "me")
+	return api
+}
+
+// keepRunningConfig is testConfig on api's client with a fence and KeepRunningOnLoss.
+func keepRunningConfig(api *failingAPIServer) Config {
+	cfg := testConfig(api.client, "me")
 	cfg.Fence = NewFence(leaseNamespace+"/"+leaseName, cfg.LeaseDuration, nil)
 	cfg.KeepRunningOnLoss = true
-	return cfg, down, lost, writesAfterLoss
+	return cfg
 }
 
 func TestLostLeaseWithKeepRunningOnLossDrainsFencedAndReturnsWithoutExiting(t *testing.T) {
 	logger, _ := ktesting.NewTestContext(t)
 	ctx := klog.NewContext(context.Background(), logger)
-	cfg, down, lost, writesAfterLoss := lostLeaseSetup(t)
+	api := newFailingAPIServer()
+	cfg := keepRunningConfig(api)
 	cfg.Name = "keep-running-on-loss-test"
 
 	started := make(chan struct{})
@@ -245,7 +240,7 @@ func TestLostLeaseWithKeepRunningOnLossDrainsFencedAndReturnsWithoutExiting(t *t
 	done := runInBackground(ctx, cfg, func(ctx context.Context) error {
 		close(started)
 		<-ctx.Done()
-		close(lost)
+		close(api.lost)
 		// A worker finishing its sync tries to write: the fence must refuse it.
 		_, err := cfg.Fence.Check()
 		fenceWhileDraining <- err
@@ -254,7 +249,7 @@ func TestLostLeaseWithKeepRunningOnLossDrainsFencedAndReturnsWithoutExiting(t *t
 		return nil
 	})
 	waitFor(t, started, "leadership")
-	down.Store(true)
+	api.down.Store(true)
 	if err := waitFor(t, done, "Run to return"); !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("Run() = %v, want ErrLeaseLost", err)
 	}
@@ -264,7 +259,7 @@ func TestLostLeaseWithKeepRunningOnLossDrainsFencedAndReturnsWithoutExiting(t *t
 	if err := waitFor(t, fenceWhileDraining, "the drain"); err == nil {
 		t.Error("the fence was open while the controllers of a lost Lease drained")
 	}
-	if n := writesAfterLoss.Load(); n != 0 {
+	if n := api.writesAfterLoss.Load(); n != 0 {
 		t.Errorf("%d Lease writes after the loss, want none (another replica may hold it)", n)
 	}
 	if v, ok := masterStatus(t, cfg.Name); !ok || v != 0 {
@@ -278,7 +273,8 @@ func TestLostLeaseWithKeepRunningOnLossDrainsFencedAndReturnsWithoutExiting(t *t
 func TestLostLeaseWithKeepRunningOnLossExitsWhenControllersAreStuck(t *testing.T) {
 	logger, _ := ktesting.NewTestContext(t)
 	ctx := klog.NewContext(context.Background(), logger)
-	cfg, down, lost, _ := lostLeaseSetup(t)
+	api := newFailingAPIServer()
+	cfg := keepRunningConfig(api)
 	exitCode := make(chan int, 1)
 	cfg.Exit = func(code int) { exitCode <- code }
 
@@ -286,11 +282,11 @@ func TestLostLeaseWithKeepRunningOnLossExitsWhenControllersAreStuck(t *testing.T
 	done := runInBackground(ctx, cfg, func(ctx context.Context) error {
 		close(started)
 		<-ctx.Done()
-		close(lost)
+		close(api.lost)
 		return fmt.Errorf("gave up after 1s, 1 worker still running: %w", ErrControllersStillRunning)
 	})
 	waitFor(t, started, "leadership")
-	down.Store(true)
+	api.down.Store(true)
 	if code := waitFor(t, exitCode, "exit"); code != 1 {
 		t.Errorf("exit code = %d, want 1", code)
 	}
