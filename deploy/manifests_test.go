@@ -136,11 +136,35 @@ type manifests struct {
 	objects []runtime.Object
 }
 
+// loadKustomization builds the kustomization in dir as `kubectl apply -k dir` does (see
+// kustomizeBuild) and decodes every object it applies strictly.
 func loadKustomization(t *testing.T, dir string) manifests {
 	t.Helper()
+	return decodeBuild(t, dir, kustomizeBuild(t, dir))
+}
+
+// decodeBuild decodes the YAML stream of a kustomize build, one typed object per
+// document.
+func decodeBuild(t *testing.T, dir string, stream []byte) manifests {
+	t.Helper()
 	var m manifests
-	for _, f := range kustomizeFiles(t, dir) {
-		m.objects = append(m.objects, decodeFile(t, f)...)
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(stream)))
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("splitting the build of %s into documents: %v", dir, err)
+		}
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		obj, _, err := strictDecoder.Decode(doc, nil, nil)
+		if err != nil {
+			t.Fatalf("the build of %s: %v\n%s", dir, err, doc)
+		}
+		m.objects = append(m.objects, obj)
 	}
 	return m
 }
@@ -186,7 +210,7 @@ func mustFlag(t *testing.T, c corev1.Container, name string) string {
 }
 
 func TestEveryManifestDecodesStrictlyIntoAKnownType(t *testing.T) {
-	for _, dir := range []string{".", "sample", "static-pod", "sharded"} {
+	for _, dir := range kustomizations {
 		t.Run(dir, func(t *testing.T) {
 			if m := loadKustomization(t, dir); len(m.objects) == 0 {
 				t.Fatalf("kustomization %s applies nothing", dir)
@@ -200,7 +224,7 @@ func TestEveryManifestDecodesStrictlyIntoAKnownType(t *testing.T) {
 
 func TestEveryManifestIsAppliedByAKustomization(t *testing.T) {
 	applied := map[string]bool{staticPodFile: true, kindConfigFile: true, shardsPatchFile: true}
-	for _, dir := range []string{".", "sample", "static-pod", "sharded"} {
+	for _, dir := range kustomizations {
 		for _, f := range kustomizeFiles(t, dir) {
 			applied[filepath.ToSlash(f)] = true
 		}
@@ -364,6 +388,29 @@ func TestPodsRequestResourcesAndCapMemory(t *testing.T) {
 	}
 }
 
+// GOMEMLIMIT leaves the Go runtime headroom below the container's memory limit: the
+// cgroup counts the binary's file pages and page cache too, which the runtime does not.
+func TestGoMemoryLimitIsAboutNinetyPercentOfTheContainerLimit(t *testing.T) {
+	for name, spec := range podsUnderTest(t) {
+		t.Run(name, func(t *testing.T) {
+			c := spec.Containers[0]
+			i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "GOMEMLIMIT" })
+			if i < 0 {
+				t.Fatalf("container %s does not set GOMEMLIMIT", c.Name)
+			}
+			value, ok := strings.CutSuffix(c.Env[i].Value, "MiB")
+			mib, err := strconv.ParseInt(value, 10, 64)
+			if !ok || err != nil {
+				t.Fatalf("GOMEMLIMIT=%q, want a number of MiB such as 460MiB", c.Env[i].Value)
+			}
+			limit := c.Resources.Limits.Memory().Value()
+			if ratio := float64(mib<<20) / float64(limit); ratio < 0.85 || ratio > 0.95 {
+				t.Errorf("GOMEMLIMIT=%s is %.0f%% of the memory limit %s, want about 90%%", c.Env[i].Value, 100*ratio, c.Resources.Limits.Memory())
+			}
+		})
+	}
+}
+
 // servingPort resolves a probe's port, by number or by container port name.
 func servingPort(t *testing.T, c corev1.Container, port intstr.IntOrString) int32 {
 	t.Helper()
@@ -412,8 +459,11 @@ func TestProbesHitHealthEndpointsOnTheServingPort(t *testing.T) {
 }
 
 func TestGracePeriodCoversDrainAndLeaseRelease(t *testing.T) {
-	// leaderelection.release bounds the Lease release by the renew deadline (default 10s).
+	// leaderelection's release is bounded by --leader-elect-renew-deadline: 2s by
+	// default, 10s with upstream's timings, the longest a user is told to set.
 	const leaseRelease = 10 * time.Second
+	// app's servingShutdownTimeout: HTTPS requests in flight get this long to finish.
+	const servingShutdown = 5 * time.Second
 	for name, spec := range podsUnderTest(t) {
 		t.Run(name, func(t *testing.T) {
 			timeout, err := time.ParseDuration(mustFlag(t, spec.Containers[0], "controller-shutdown-timeout"))
@@ -424,8 +474,9 @@ func TestGracePeriodCoversDrainAndLeaseRelease(t *testing.T) {
 				t.Fatalf("terminationGracePeriodSeconds is unset")
 			}
 			grace := time.Duration(*spec.TerminationGracePeriodSeconds) * time.Second
-			if grace <= timeout+leaseRelease {
-				t.Errorf("terminationGracePeriodSeconds %s leaves no margin over the drain (%s) and the lease release (%s): SIGKILL would cut them", grace, timeout, leaseRelease)
+			if worst := timeout + leaseRelease + servingShutdown; grace <= worst {
+				t.Errorf("terminationGracePeriodSeconds %s leaves no margin over the drain (%s), the lease release (%s) and serving's shutdown (%s): SIGKILL would cut them",
+					grace, timeout, leaseRelease, servingShutdown)
 			}
 		})
 	}

@@ -1,70 +1,76 @@
 package deploy
 
 import (
-	"os"
-	"path/filepath"
+	"fmt"
 	"slices"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/diff"
 )
 
 // shardsPatchFile is the sharded overlay's JSON patch of the StatefulSet.
 const shardsPatchFile = "sharded/shards-patch.yaml"
 
-// The sharded overlay is deploy/ with --shards=6 appended to the StatefulSet's flags
-// and the Role its Leases need; everything else is the base's.
-func TestShardedOverlayAppendsShardsToTheBaseStatefulSet(t *testing.T) {
-	var k kustomization
-	data, err := os.ReadFile("sharded/kustomization.yaml")
+// objectKey names an object in a build.
+func objectKey(t *testing.T, o runtime.Object) string {
+	t.Helper()
+	obj, err := meta.Accessor(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := utilyaml.UnmarshalStrict(data, &k); err != nil {
-		t.Fatal(err)
+	return fmt.Sprintf("%T %s/%s", o, obj.GetNamespace(), obj.GetName())
+}
+
+// The sharded overlay is deploy/ without its fence (fence/), with --shards=6 and the
+// apiserver fence off appended to the StatefulSet's flags and the Role its Leases need;
+// everything else is the base's, object for object.
+func TestShardedOverlayIsTheBaseWithShardsAndWithoutTheFence(t *testing.T) {
+	plain, sharded := loadKustomization(t, "."), loadKustomization(t, "sharded")
+	fence := map[string]bool{}
+	for _, o := range loadKustomization(t, "fence").objects {
+		fence[objectKey(t, o)] = true
 	}
-	if !slices.Contains(k.Resources, "../statefulset.yaml") || slices.Contains(k.Resources, "../fence") || slices.Contains(k.Resources, "..") || len(k.Patches) != 1 {
-		t.Fatalf("sharded/kustomization.yaml: resources %v, %d patches; want the base's files but fence/ (its policy binds the single leader's Lease), and one patch",
-			k.Resources, len(k.Patches))
+	shardedObjects := map[string]runtime.Object{}
+	for _, o := range sharded.objects {
+		shardedObjects[objectKey(t, o)] = o
 	}
-	var base kustomization
-	data, err = os.ReadFile("kustomization.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := utilyaml.UnmarshalStrict(data, &base); err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range base.Resources {
-		if r != "fence" && !slices.Contains(k.Resources, "../"+r) {
-			t.Errorf("the sharded overlay misses the base's %s", r)
+	for _, o := range plain.objects {
+		key := objectKey(t, o)
+		got, ok := shardedObjects[key]
+		delete(shardedObjects, key)
+		switch {
+		case fence[key] && ok:
+			t.Errorf("the sharded install applies the fence's %s, whose policy binds the single leader's Lease", key)
+		case fence[key]:
+		case !ok:
+			t.Errorf("the sharded install misses the base's %s", key)
+		case key == objectKey(t, only[*appsv1.StatefulSet](t, plain)):
+			want := o.DeepCopyObject().(*appsv1.StatefulSet)
+			c := &want.Spec.Template.Spec.Containers[0]
+			c.Args = append(c.Args, "--shards=6", "--leader-elect-apiserver-fence=false")
+			if !equality.Semantic.DeepEqual(got, want) {
+				t.Errorf("the sharded StatefulSet differs from the base's with --shards=6 and the fence off appended:\n%s",
+					diff.Diff(want, got))
+			}
+		case !equality.Semantic.DeepEqual(got, o):
+			t.Errorf("the sharded install changes the base's %s:\n%s", key, diff.Diff(o, got))
 		}
 	}
-	sts := only[*appsv1.StatefulSet](t, loadKustomization(t, "."))
-	if p := k.Patches[0]; p.Target.Kind != "StatefulSet" || p.Target.Name != sts.Name || filepath.Join("sharded", p.Path) != shardsPatchFile {
-		t.Errorf("patch %+v, want %s on StatefulSet %s", p, shardsPatchFile, sts.Name)
+	var added []string
+	for key := range shardedObjects {
+		added = append(added, key)
 	}
-	var ops []struct {
-		Op, Path string
-		Value    string
+	slices.Sort(added)
+	want := []string{"*v1.Role kube-system/mini-kcm:sharding", "*v1.RoleBinding kube-system/mini-kcm:sharding"}
+	if !slices.Equal(added, want) {
+		t.Errorf("the sharded install adds %v, want %v", added, want)
 	}
-	data, err = os.ReadFile(shardsPatchFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := utilyaml.UnmarshalStrict(data, &ops); err != nil {
-		t.Fatal(err)
-	}
-	want := []struct{ Op, Path, Value string }{
-		{"add", "/spec/template/spec/containers/0/args/-", "--shards=6"},
-		{"add", "/spec/template/spec/containers/0/args/-", "--leader-elect-apiserver-fence=false"},
-	}
-	if len(ops) != 2 || ops[0] != want[0] || ops[1] != want[1] {
-		t.Errorf("%s = %+v, want %+v", shardsPatchFile, ops, want)
-	}
-	if sts.Spec.Template.Spec.Containers[0].Name != "mini-kcm" {
+	if sts := only[*appsv1.StatefulSet](t, plain); sts.Spec.Template.Spec.Containers[0].Name != "mini-kcm" {
 		t.Errorf("container 0 of the StatefulSet is %q, which the patch would change instead of mini-kcm", sts.Spec.Template.Spec.Containers[0].Name)
 	}
 }

@@ -25,9 +25,9 @@ func TestKustomizationFilesFollowsDirectoriesInOrder(t *testing.T) {
 	}
 	want := []string{"rbac/controller-manager.yaml", "rbac/leader-election-role.yaml", "rbac/token-requests.yaml",
 		"rbac/serving.yaml", "rbac/deployment-controller.yaml", "rbac/endpoints-controller.yaml",
-		"rbac/endpointslice-controller.yaml", "rbac/replicaset-controller.yaml", "fence/policy.yaml", "fence/binding.yaml",
-		"fence/rbac.yaml", "serviceaccount.yaml",
-		"rolebindings.yaml", "service.yaml", "statefulset.yaml", "poddisruptionbudget.yaml", "networkpolicy.yaml"}
+		"rbac/endpointslice-controller.yaml", "rbac/replicaset-controller.yaml", "base/serviceaccount.yaml",
+		"base/rolebindings.yaml", "base/service.yaml", "base/statefulset.yaml", "base/poddisruptionbudget.yaml",
+		"base/networkpolicy.yaml", "fence/policy.yaml", "fence/binding.yaml", "fence/rbac.yaml"}
 	if !slices.Equal(rel, want) {
 		t.Errorf("files = %v, want %v", rel, want)
 	}
