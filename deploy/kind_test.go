@@ -1,19 +1,111 @@
 package deploy
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/mini-kcm/mini-kcm/controllers"
+	"github.com/mini-kcm/mini-kcm/controllers/deployment"
+	"github.com/mini-kcm/mini-kcm/controllers/endpoints"
+	"github.com/mini-kcm/mini-kcm/controllers/endpointslice"
+	"github.com/mini-kcm/mini-kcm/controllers/replicaset"
 )
 
-// disabledInKubeControllerManager is what kube-controller-manager must not run while
-// mini-kcm runs, or two controllers would fight over the same objects.
-const disabledInKubeControllerManager = "*,-replicaset-controller,-deployment-controller,-endpoints-controller,-endpointslice-controller"
+// kubeadmControllers is the --controllers value kubeadm gives kube-controller-manager:
+// every default controller plus the bootstrap-token ones, which kubeadm's node join
+// needs (bootstrapsigner signs kube-public/cluster-info for token discovery) and which
+// "*" does not include.
+var kubeadmControllers = []string{"*", "bootstrapsigner", "tokencleaner"}
+
+// compiledControllers are the controllers mini-kcm runs: the descriptors of
+// app/controllers.go, which TestCompiledControllersAreTheApps checks this list against.
+func compiledControllers(t *testing.T) *controllers.Registry {
+	t.Helper()
+	r, err := controllers.NewRegistry(deployment.Descriptor(), endpoints.Descriptor(), endpointslice.Descriptor(), replicaset.Descriptor())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestCompiledControllersAreTheApps reads app/controllers.go's descriptors() and checks
+// that the tests of deploy/ know the same controllers (app keeps its registry
+// unexported; the product does not export it for a test).
+func TestCompiledControllersAreTheApps(t *testing.T) {
+	file, err := parser.ParseFile(token.NewFileSet(), "../app/controllers.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inApp []string
+	ast.Inspect(file, func(n ast.Node) bool {
+		fn, ok := n.(*ast.FuncDecl)
+		if !ok || fn.Name.Name != "descriptors" {
+			return true
+		}
+		ast.Inspect(fn.Body, func(n ast.Node) bool {
+			if call, ok := n.(*ast.CallExpr); ok {
+				if sel, ok := call.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Descriptor" {
+					if pkg, ok := sel.X.(*ast.Ident); ok {
+						inApp = append(inApp, pkg.Name)
+					}
+				}
+			}
+			return true
+		})
+		return false
+	})
+	slices.Sort(inApp)
+	var known []string
+	for _, name := range compiledControllers(t).Names() {
+		known = append(known, strings.TrimSuffix(name, "-controller"))
+	}
+	if !slices.Equal(inApp, known) {
+		t.Errorf("app/controllers.go registers the packages %v, deploy's tests know %v: update compiledControllers", inApp, known)
+	}
+}
+
+// checkKubeControllerManagerControllers checks a --controllers value for the cluster's
+// kube-controller-manager while mini-kcm runs: kubeadm's value, with every controller
+// mini-kcm runs by default turned off (or two controllers would fight over the same
+// objects), and nothing else turned on or off.
+func checkKubeControllerManagerControllers(t *testing.T, value string) {
+	t.Helper()
+	entries := strings.Split(value, ",")
+	for _, e := range kubeadmControllers {
+		if !slices.Contains(entries, e) {
+			t.Errorf("controllers=%q lacks kubeadm's %q", value, e)
+		}
+	}
+	var off []string
+	for _, e := range entries {
+		if name, ok := strings.CutPrefix(e, "-"); ok {
+			off = append(off, name)
+		} else if !slices.Contains(kubeadmControllers, e) {
+			t.Errorf("controllers=%q turns on %q, which kubeadm does not", value, e)
+		}
+	}
+	var ours []string
+	r := compiledControllers(t)
+	for _, name := range r.Names() {
+		if d, _ := r.Get(name); !d.DisabledByDefault {
+			ours = append(ours, name)
+		}
+	}
+	slices.Sort(off)
+	if !slices.Equal(off, ours) {
+		t.Errorf("controllers=%q turns off %v, want exactly mini-kcm's %v", value, off, ours)
+	}
+}
 
 // kindConfig is the part of kind's v1alpha4 Cluster the demo uses; strict decoding makes
 // any other field a deliberate addition.
@@ -23,6 +115,10 @@ type kindConfig struct {
 	Nodes                []kindNode `json:"nodes"`
 	KubeadmConfigPatches []string   `json:"kubeadmConfigPatches"`
 }
+
+// demoKindScript is the kind demo, which checks the flag on the running
+// kube-controller-manager.
+const demoKindScript = "kind/demo.sh"
 
 type kindNode struct {
 	Role string `json:"role"`
@@ -76,7 +172,7 @@ func TestKindClusterLeavesTheControllersToMiniKCM(t *testing.T) {
 	}
 
 	// Each kubeadm config version kind may render needs its own patch.
-	versions := map[string]bool{}
+	versions, values := map[string]bool{}, map[string]bool{}
 	for _, raw := range cfg.KubeadmConfigPatches {
 		var p clusterConfigurationPatch
 		if err := utilyaml.UnmarshalStrict([]byte(raw), &p); err != nil {
@@ -86,10 +182,27 @@ func TestKindClusterLeavesTheControllersToMiniKCM(t *testing.T) {
 			continue
 		}
 		got, ok := p.controllersArg()
-		if !ok || got != disabledInKubeControllerManager {
-			t.Errorf("%s patch sets controllers=%q, want %q", p.APIVersion, got, disabledInKubeControllerManager)
+		if !ok {
+			t.Errorf("the %s patch sets no controllers", p.APIVersion)
 		}
+		checkKubeControllerManagerControllers(t, got)
+		values[got] = true
 		versions[p.APIVersion] = true
+	}
+	if len(values) != 1 {
+		t.Errorf("the patches set different values: %v", values)
+	}
+	// The install steps and the demo's check name the same value.
+	for value := range values {
+		for _, file := range []string{"README.md", demoKindScript} {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(data), "--controllers="+value) {
+				t.Errorf("%s does not say --controllers=%s", file, value)
+			}
+		}
 	}
 	for _, v := range []string{"kubeadm.k8s.io/v1beta3", "kubeadm.k8s.io/v1beta4"} {
 		if !versions[v] {

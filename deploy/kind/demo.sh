@@ -114,7 +114,7 @@ kcm_has_our_flag() {
 	local cmd
 	cmd=$(kc -n kube-system get pods -l component=kube-controller-manager \
 		-o jsonpath='{.items[*].spec.containers[*].command}' 2>/dev/null) || return 1
-	[[ $cmd == *"--controllers=*,-replicaset-controller,-deployment-controller,-endpoints-controller,-endpointslice-controller"* ]]
+	[[ $cmd == *"--controllers=*,bootstrapsigner,tokencleaner,-replicaset-controller,-deployment-controller,-endpoints-controller,-endpointslice-controller"* ]]
 }
 
 show_leader() {
@@ -143,7 +143,7 @@ fi
 # Without this check a kind/kubeadm version whose config the patch does not match would
 # leave two ReplicaSet controllers fighting over every pod.
 wait_for 60 kcm_has_our_flag ||
-	die "kube-controller-manager does not run with --controllers=*,-replicaset-controller,-deployment-controller,-endpoints-controller,-endpointslice-controller; check kubeadmConfigPatches in $here/kind-config.yaml"
+	die "kube-controller-manager does not run with --controllers=*,bootstrapsigner,tokencleaner,-replicaset-controller,-deployment-controller,-endpoints-controller,-endpointslice-controller; check kubeadmConfigPatches in $here/kind-config.yaml"
 info "kube-controller-manager runs without its replicaset, deployment, endpoints and endpointslice controllers"
 
 step "Image ${IMAGE}"
