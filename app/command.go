@@ -30,8 +30,8 @@ func newCommand(reg *controllers.Registry) *cobra.Command {
 	opts := options.NewOptions()
 	cmd := &cobra.Command{
 		Use: "mini-kcm",
-		Long: `mini-kcm runs the ReplicaSet, Deployment and Endpoints control loops of the Kubernetes
-controller manager. A control loop watches the shared state of the cluster through the
+		Long: `mini-kcm runs the ReplicaSet, Deployment, Endpoints and EndpointSlice control loops of
+the Kubernetes controller manager. A control loop watches the shared state of the cluster through the
 apiserver and makes changes attempting to move the current state towards the desired state.
 Run several replicas for high availability: they elect a leader through a Lease, and only
 the leader runs controllers. "mini-kcm leader" prints who leads.`,

@@ -1,5 +1,6 @@
-// Command mini-kcm runs the ReplicaSet, Deployment and Endpoints controllers of the
-// Kubernetes controller manager, with leader election for high availability.
+// Command mini-kcm runs the ReplicaSet, Deployment, Endpoints and EndpointSlice
+// controllers of the Kubernetes controller manager, with leader election for high
+// availability.
 package main
 
 import (
