@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/xml"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -79,5 +80,77 @@ func TestTimelineAttributesWritesByCredentialAndFindsStaleOnes(t *testing.T) {
 		if !strings.Contains(svg.String(), want) {
 			t.Errorf("the drawing does not show %q", want)
 		}
+	}
+}
+
+// A dense timeline (many signals within a second, at the very start and the very end,
+// long replica names) is still readable: no label covers another, the signals' labels
+// stay above the lanes, the legend below the axis, and everything inside the drawing.
+func TestTimelineLabelsNeitherOverlapNorLeaveTheDrawing(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	replicas := []string{"mini-kcm-0", "a-much-longer-replica-name-1", "mini-kcm-2"}
+	tl := &timeline{replicas: replicas, start: t0, end: at(30)}
+	signals := []string{"SIGTERM", "SIGKILL", "SIGSTOP", "SIGCONT"}
+	add := func(s float64, i int) {
+		tl.marks = append(tl.marks, mark{at: at(s), replica: replicas[i%len(replicas)], signal: signals[i%len(signals)]})
+	}
+	for i := range 12 {
+		add(14+0.08*float64(i), i)
+	}
+	add(0, 1)
+	add(30, 1) // at the right edge: its label must end left of its line
+	add(29.7, 2)
+	tl.holds = []hold{{replica: replicas[0], from: t0, till: at(14)}, {replica: replicas[1], from: at(15)}}
+
+	l := tl.layOut("mini-kcm failover: who held the Lease, who wrote (lease 4s, renew 2s, retry 500ms)",
+		"accepted while not holding the Lease (0)")
+	drawing := box{w: l.width, h: l.height}
+	boxes := l.labels()
+	for i, a := range boxes {
+		if !a.inside(drawing) {
+			t.Errorf("label %d %+v is not inside the drawing %+v", i, a, drawing)
+		}
+		for j, b := range boxes[:i] {
+			if a.overlaps(b) {
+				t.Errorf("labels %d %+v and %d %+v overlap", j, b, i, a)
+			}
+		}
+	}
+	for i, m := range l.marks {
+		b := m.box()
+		if b.y+b.h > l.lanesTop {
+			t.Errorf("the signal's label %q (%+v) reaches into the lanes, which start at %.0f", m.text, b, l.lanesTop)
+		}
+		// Each signal's dashed line runs from its label's row down to the axis.
+		for j, other := range l.marks {
+			lineX, lineTop := l.x(tl, tl.marks[j].at), other.y-svgFont+2
+			if j != i && lineX >= b.x && lineX <= b.x+b.w && lineTop < b.y+b.h {
+				t.Errorf("the line of %q crosses the label %q", other.text, m.text)
+			}
+		}
+	}
+	for _, it := range l.legend {
+		if it.box().y < l.axis {
+			t.Errorf("the legend's %q is not below the time axis", it.text)
+		}
+	}
+	last := l.marks[13]
+	if lineX := l.x(tl, tl.marks[13].at); last.x+last.box().w > lineX {
+		t.Errorf("the last signal's label %+v does not end left of its line at %.0f", last.box(), lineX)
+	}
+
+	var svg bytes.Buffer
+	if err := tl.writeSVG(&svg, "dense"); err != nil {
+		t.Fatal(err)
+	}
+	var root struct {
+		ViewBox string `xml:"viewBox,attr"`
+	}
+	if err := xml.Unmarshal(svg.Bytes(), &root); err != nil {
+		t.Fatalf("not well-formed: %v", err)
+	}
+	if want := fmt.Sprintf("0 0 %.0f %.0f", l.width, l.height); root.ViewBox != want {
+		t.Errorf("viewBox = %q, want %q", root.ViewBox, want)
 	}
 }
