@@ -72,12 +72,12 @@ func TestMissingServiceAccountFailsTheClientWithTheFix(t *testing.T) {
 	client := fake.NewClientset()
 	tokenReactor(t, client, time.Now())
 	builder := clientBuilder{base: &rest.Config{Host: "https://127.0.0.1:1", QPS: 5, Burst: 10},
-		serviceAccounts: map[string]string{"endpoints-controller": "endpoint-controller"}, tokens: client.CoreV1()}
+		serviceAccounts: map[string]string{"endpoints-controller": "mini-kcm-endpoints-controller"}, tokens: client.CoreV1()}
 	_, err := builder.Client("endpoints-controller")
 	if err == nil {
 		t.Fatal("a client for a controller whose ServiceAccount does not exist was built")
 	}
-	for _, want := range []string{"kube-system/endpoint-controller", "does not exist", "deploy/rbac/", "--use-service-account-credentials"} {
+	for _, want := range []string{"kube-system/mini-kcm-endpoints-controller", "does not exist", "deploy/rbac/", "--use-service-account-credentials"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
