@@ -1,5 +1,5 @@
-// Command mini-kcm runs the ReplicaSet, Deployment and Endpoints controllers of the
-// Kubernetes controller manager, with leader election for high availability.
+// Command mini-kcm runs controllers of the Kubernetes controller manager (controllers/all
+// lists them; --help too), with leader election for high availability.
 package main
 
 import (
