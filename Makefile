@@ -68,6 +68,10 @@ build: check-version ## Build bin/mini-kcm with the version stamped in.
 	@# kube-controller-manager that make bench compares against).
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/mini-kcm ./cmd/mini-kcm
 
+.PHONY: generate
+generate: ## Write deploy/'s controller RBAC and fence identities from the controller registry (commit the result).
+	$(GO) run ./hack/gen-rbac -deploy deploy
+
 .PHONY: control-plane
 control-plane: ## Build etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kwok from source if missing.
 	@hack/build-control-plane.sh

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -30,11 +31,13 @@ func newCommand(reg *controllers.Registry) *cobra.Command {
 	opts := options.NewOptions()
 	cmd := &cobra.Command{
 		Use: "mini-kcm",
-		Long: `mini-kcm runs the ReplicaSet, Deployment, Endpoints and EndpointSlice control loops of
-the Kubernetes controller manager. A control loop watches the shared state of the cluster through the
-apiserver and makes changes attempting to move the current state towards the desired state.
-Run several replicas for high availability: they elect a leader through a Lease, and only
-the leader runs controllers. "mini-kcm leader" prints who leads.`,
+		Long: `mini-kcm runs control loops of the Kubernetes controller manager. A control loop
+watches the shared state of the cluster through the apiserver and makes changes attempting
+to move the current state towards the desired state. Run several replicas for high
+availability: they elect a leader through a Lease, and only the leader runs controllers.
+"mini-kcm leader" prints who leads.
+
+Controllers: ` + strings.Join(reg.Names(), ", ") + ".",
 		PersistentPreRunE: func(*cobra.Command, []string) error {
 			// mini-kcm watches whatever the cluster serves; deprecation warnings would
 			// repeat on every list and are for API clients written by humans.
@@ -50,6 +53,7 @@ the leader runs controllers. "mini-kcm leader" prints who leads.`,
 			if err := logsapi.ValidateAndApply(opts.Logs, opts.FeatureGates.Gate); err != nil {
 				return err
 			}
+			warnIfRequestBodiesLogged(klog.Background(), opts.Logs.Verbosity)
 			cliflag.PrintFlags(cmd.Flags())
 			cfg, err := opts.Config(reg)
 			if err != nil {

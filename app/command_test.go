@@ -95,6 +95,7 @@ func TestHelpShowsSectionsAndTheKnownControllers(t *testing.T) {
 		"Generic flags:", "Leader election flags:", "Secure serving flags:", "Authentication flags:", "Authorization flags:", "Replicaset-controller flags:",
 		"Debugging flags:", "Logs flags:", "Misc flags:",
 		"All controllers: replicaset-controller, tokencleaner-controller",
+		"\n\nControllers: replicaset-controller, tokencleaner-controller.\n",
 		"Disabled-by-default controllers: tokencleaner-controller",
 		"mini-kcm leader",
 	} {

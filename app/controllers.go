@@ -2,26 +2,16 @@ package app
 
 import (
 	"github.com/mini-kcm/mini-kcm/controllers"
-	"github.com/mini-kcm/mini-kcm/controllers/deployment"
-	"github.com/mini-kcm/mini-kcm/controllers/endpoints"
-	"github.com/mini-kcm/mini-kcm/controllers/endpointslice"
-	"github.com/mini-kcm/mini-kcm/controllers/replicaset"
+	"github.com/mini-kcm/mini-kcm/controllers/all"
 )
 
-// descriptors lists every controller compiled into mini-kcm. Each controller package
-// exports func Descriptor() controllers.Descriptor; adding a controller means adding
-// one line here.
+// descriptors lists every controller compiled into mini-kcm (package all, where adding a
+// controller means one line).
 func descriptors() []controllers.Descriptor {
-	return []controllers.Descriptor{
-		deployment.Descriptor(),
-		endpoints.Descriptor(),
-		endpointslice.Descriptor(),
-		replicaset.Descriptor(),
-	}
+	return all.Descriptors()
 }
 
-// newRegistry builds the registry of the compiled-in controllers. A duplicate name or
-// alias is a programming error that the unit tests catch.
+// newRegistry builds the registry of the compiled-in controllers.
 func newRegistry() *controllers.Registry {
-	return controllers.MustNewRegistry(descriptors()...)
+	return all.Registry()
 }

@@ -9,6 +9,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -22,10 +23,22 @@ import (
 // its last fifth (client-go's cached token source keeps it).
 const (
 	serviceAccountTokenLifetime = time.Hour
+	// serviceAccountTokenMinLifetime is the least lifetime a token is taken to have,
+	// whatever its expirationTimestamp says, as upstream's clientbuilder pins it: with a
+	// clock skewed against the apiserver's, or a zero timestamp, the lifetime computed
+	// would be zero or negative and every request of the controller would first send a
+	// TokenRequest. A token the apiserver really expires sooner fails with 401, and
+	// client-go's token source asks for a new one then.
+	serviceAccountTokenMinLifetime = 10 * time.Minute
 	// serviceAccountTokenRequestTimeout bounds one TokenRequest, which runs inside a
 	// controller's request when the token is due.
 	serviceAccountTokenRequestTimeout = 10 * time.Second
 )
+
+// serviceAccountTokenBackoff retries a failed TokenRequest as upstream's clientbuilder
+// does: four attempts, 0.5s, 1s and 2s apart, so that an apiserver restart or a dropped
+// connection does not fail the controller's request that needed the token.
+var serviceAccountTokenBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Steps: 4}
 
 // serviceAccountTokens is an oauth2.TokenSource of tokens for one ServiceAccount,
 // requested through the TokenRequest API (serviceaccounts/token). Unlike upstream,
@@ -36,28 +49,59 @@ type serviceAccountTokens struct {
 	namespace, name string
 	// clock is replaced by tests; nil means the real one.
 	clock clock.PassiveClock
+	// backoff is replaced by tests; zero means serviceAccountTokenBackoff.
+	backoff wait.Backoff
 }
 
-// Token requests a new token and returns it with an expiry that leaves the leeway.
+// Token requests a new token, retrying with backoff, and returns it with an expiry that
+// leaves the leeway.
 func (s *serviceAccountTokens) Token() (*oauth2.Token, error) {
-	now := s.now()
-	ctx, cancel := context.WithTimeout(context.Background(), serviceAccountTokenRequestTimeout)
-	defer cancel()
-	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-		ExpirationSeconds: ptr.To(int64(serviceAccountTokenLifetime / time.Second)),
-	}}
-	resp, err := s.client.ServiceAccounts(s.namespace).CreateToken(ctx, s.name, req, metav1.CreateOptions{})
+	backoff := s.backoff
+	if backoff.Steps == 0 {
+		backoff = serviceAccountTokenBackoff
+	}
+	var (
+		resp    *authenticationv1.TokenRequest
+		lastErr error
+	)
+	err := wait.ExponentialBackoff(backoff, func() (bool, error) {
+		resp, lastErr = s.request()
+		switch {
+		case lastErr == nil:
+			return true, nil
+		case apierrors.IsNotFound(lastErr) || apierrors.IsForbidden(lastErr):
+			// An operator must create the account or grant the request: retrying would
+			// only delay the message that says so.
+			return false, lastErr
+		default:
+			return false, nil
+		}
+	})
 	if err != nil {
-		return nil, s.explain(err)
+		if lastErr == nil {
+			lastErr = err
+		}
+		return nil, s.explain(lastErr)
 	}
 	// The apiserver may shorten the lifetime (--service-account-max-token-expiration);
 	// the leeway is a fifth of what was granted.
-	lifetime := resp.Status.ExpirationTimestamp.Sub(now)
+	now := s.now()
+	lifetime := max(resp.Status.ExpirationTimestamp.Sub(now), serviceAccountTokenMinLifetime)
 	return &oauth2.Token{
 		AccessToken: resp.Status.Token,
 		TokenType:   "Bearer",
 		Expiry:      now.Add(lifetime - lifetime/5),
 	}, nil
+}
+
+// request sends one TokenRequest.
+func (s *serviceAccountTokens) request() (*authenticationv1.TokenRequest, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), serviceAccountTokenRequestTimeout)
+	defer cancel()
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		ExpirationSeconds: ptr.To(int64(serviceAccountTokenLifetime / time.Second)),
+	}}
+	return s.client.ServiceAccounts(s.namespace).CreateToken(ctx, s.name, req, metav1.CreateOptions{})
 }
 
 // explain names the account and the fix for the two mistakes an operator makes.

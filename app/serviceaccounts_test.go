@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -8,11 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/oauth2"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	clienttesting "k8s.io/client-go/testing"
@@ -68,16 +71,97 @@ func TestServiceAccountTokenIsReplacedWhenFourFifthsOfItsLifetimePassed(t *testi
 	}
 }
 
+// A token whose expirationTimestamp is zero, or already past by our clock (a clock
+// skewed against the apiserver's), is still kept for four fifths of the minimum
+// lifetime, not replaced on every request of the controller.
+func TestServiceAccountTokenWithAZeroOrSkewedExpiryIsKeptForEightMinutes(t *testing.T) {
+	// The real time: oauth2's reuse compares the expiry with it.
+	now := time.Now()
+	for name, expiry := range map[string]metav1.Time{
+		"zero timestamp":               {},
+		"apiserver's clock 2h behind":  metav1.NewTime(now.Add(-time.Hour)),
+		"granted 1 minute (too short)": metav1.NewTime(now.Add(time.Minute)),
+	} {
+		t.Run(name, func(t *testing.T) {
+			client := fake.NewClientset()
+			requests := 0
+			client.PrependReactor("create", "serviceaccounts", func(action clienttesting.Action) (bool, runtime.Object, error) {
+				requests++
+				req := action.(clienttesting.CreateActionImpl).GetObject().(*authenticationv1.TokenRequest)
+				req.Status = authenticationv1.TokenRequestStatus{Token: "t", ExpirationTimestamp: expiry}
+				return true, req, nil
+			})
+			clock := testingclock.NewFakeClock(now)
+			source := oauth2.ReuseTokenSource(nil, &serviceAccountTokens{client: client.CoreV1(), namespace: "kube-system",
+				name: "mini-kcm-replicaset-controller", clock: clock})
+			tok, err := source.Token()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := now.Add(8 * time.Minute); !tok.Expiry.Equal(want) {
+				t.Errorf("expiry = %s, want %s: a 10-minute floor less the fifth of leeway", tok.Expiry, want)
+			}
+			if _, err := source.Token(); err != nil || requests != 1 {
+				t.Errorf("a second use sent %d TokenRequests in all (%v), want the first token reused", requests, err)
+			}
+		})
+	}
+}
+
+// A TokenRequest that fails for a passing reason (an apiserver restart) is retried with
+// backoff, as upstream's clientbuilder does, so that the controller's request that
+// needed the token does not fail; a missing account or grant is not retried.
+func TestTokenRequestIsRetriedWithBackoffUnlessTheAccountOrGrantIsMissing(t *testing.T) {
+	for name, tc := range map[string]struct {
+		failures     []error
+		wantErr      bool
+		wantRequests int
+	}{
+		"two transient failures": {failures: []error{apierrors.NewServiceUnavailable("restarting"),
+			apierrors.NewInternalError(errors.New("etcd timeout"))}, wantRequests: 3},
+		"always failing": {failures: []error{apierrors.NewServiceUnavailable("a"), apierrors.NewServiceUnavailable("b"),
+			apierrors.NewServiceUnavailable("c"), apierrors.NewServiceUnavailable("d"), apierrors.NewServiceUnavailable("e")},
+			wantErr: true, wantRequests: 4},
+		"not found": {failures: []error{apierrors.NewNotFound(schema.GroupResource{Resource: "serviceaccounts"}, "x")},
+			wantErr: true, wantRequests: 1},
+		"forbidden": {failures: []error{apierrors.NewForbidden(schema.GroupResource{Resource: "serviceaccounts/token"}, "x", nil)},
+			wantErr: true, wantRequests: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			client := fake.NewClientset()
+			requests := 0
+			client.PrependReactor("create", "serviceaccounts", func(action clienttesting.Action) (bool, runtime.Object, error) {
+				requests++
+				if requests <= len(tc.failures) {
+					return true, nil, tc.failures[requests-1]
+				}
+				req := action.(clienttesting.CreateActionImpl).GetObject().(*authenticationv1.TokenRequest)
+				req.Status = authenticationv1.TokenRequestStatus{Token: "t", ExpirationTimestamp: metav1.NewTime(time.Now().Add(time.Hour))}
+				return true, req, nil
+			})
+			tokens := &serviceAccountTokens{client: client.CoreV1(), namespace: "kube-system", name: "mini-kcm-replicaset-controller",
+				backoff: wait.Backoff{Duration: time.Millisecond, Factor: 2, Steps: serviceAccountTokenBackoff.Steps}}
+			tok, err := tokens.Token()
+			if (err != nil) != tc.wantErr || requests != tc.wantRequests {
+				t.Errorf("Token() = %v, %v after %d requests; want error %v after %d", tok, err, requests, tc.wantErr, tc.wantRequests)
+			}
+			if err != nil && !strings.Contains(err.Error(), "kube-system/mini-kcm-replicaset-controller") {
+				t.Errorf("error %q does not name the account", err)
+			}
+		})
+	}
+}
+
 func TestMissingServiceAccountFailsTheClientWithTheFix(t *testing.T) {
 	client := fake.NewClientset()
 	tokenReactor(t, client, time.Now())
 	builder := clientBuilder{base: &rest.Config{Host: "https://127.0.0.1:1", QPS: 5, Burst: 10},
-		serviceAccounts: map[string]string{"endpoints-controller": "endpoint-controller"}, tokens: client.CoreV1()}
+		serviceAccounts: map[string]string{"endpoints-controller": "mini-kcm-endpoints-controller"}, tokens: client.CoreV1()}
 	_, err := builder.Client("endpoints-controller")
 	if err == nil {
 		t.Fatal("a client for a controller whose ServiceAccount does not exist was built")
 	}
-	for _, want := range []string{"kube-system/endpoint-controller", "does not exist", "deploy/rbac/", "--use-service-account-credentials"} {
+	for _, want := range []string{"kube-system/mini-kcm-endpoints-controller", "does not exist", "deploy/rbac/", "--use-service-account-credentials"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}

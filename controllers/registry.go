@@ -2,6 +2,11 @@
 // builds and runs one: a Descriptor per controller, a Registry that rejects duplicate
 // names and aliases, and the Context every constructor receives.
 //
+// The descriptor is the one place that knows a controller: besides its name and
+// constructor it declares its ServiceAccount, the calls its own client makes and the
+// resources it caches. deploy/rbac/ and the fence in deploy/fence/ are generated from
+// the registry (make generate, hack/rbacgen), and a unit test fails when they drift.
+//
 // A controller's constructor must ask the shared informer factory for every informer it
 // needs before it returns: the app starts the factory once, after all constructors ran,
 // and an informer requested later would never start (kubernetes#92777).
@@ -11,7 +16,12 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
+	"strings"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Controller is one running control loop.
@@ -35,9 +45,18 @@ type Descriptor struct {
 	Name string
 	// Aliases are other names accepted by --controllers, e.g. "replicaset".
 	Aliases []string
-	// ServiceAccountName is the controller's ServiceAccount in kube-system under
-	// --use-service-account-credentials, named like upstream's; empty means Name.
+	// ServiceAccountName is the controller's ServiceAccount in kube-system, which its
+	// client writes as under --use-service-account-credentials; empty means
+	// ServiceAccountPrefix + Name. It must start with ServiceAccountPrefix, see there.
 	ServiceAccountName string
+	// Rules are every call the controller's own client makes: its writes and its live
+	// reads (a Get before adopting). deploy/rbac/ grants exactly these to its
+	// ServiceAccount, and the fence policy covers every write among them.
+	Rules []Rule
+	// Caches are the resources the controller reads through the shared informers. The
+	// process lists and watches them with its own identity, never the controller's
+	// account, so that a controller's token reads nothing in bulk.
+	Caches []schema.GroupResource
 	// DisabledByDefault controllers run only when --controllers names them.
 	DisabledByDefault bool
 	// New builds the controller.
@@ -45,6 +64,47 @@ type Descriptor struct {
 	// NewOptions returns the controller's options with their defaults; nil means the
 	// controller has no flags of its own.
 	NewOptions func() Options
+}
+
+// ServiceAccountPrefix starts the name of every controller's ServiceAccount. Never
+// upstream's names ("replicaset-controller"): the bootstrap policy of every cluster binds
+// system:controller:<name> to kube-system/<name>, which would add upstream's grants to
+// ours (the Deployment controller could update pods).
+const ServiceAccountPrefix = "mini-kcm-"
+
+// Rule is one grant a controller needs, with the reason, which the generated YAML
+// carries as a comment above the rule.
+type Rule struct {
+	// Why names the calls that need the rule, in a sentence or two.
+	Why string
+	// Group is the API group; "" is the core group.
+	Group string
+	// Resources are resources or resource/subresource pairs of Group.
+	Resources []string
+	// Verbs are RBAC verbs; never "*".
+	Verbs []string
+}
+
+// PolicyRule returns the rule as RBAC writes it.
+func (r Rule) PolicyRule() rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{
+		APIGroups: []string{r.Group},
+		Resources: slices.Clone(r.Resources),
+		Verbs:     slices.Clone(r.Verbs),
+	}
+}
+
+// validate rejects an empty rule and wildcards: a controller names each of its calls.
+func (r Rule) validate() error {
+	if len(r.Resources) == 0 || len(r.Verbs) == 0 {
+		return fmt.Errorf("rule %+v needs resources and verbs", r)
+	}
+	for _, v := range slices.Concat([]string{r.Group}, r.Resources, r.Verbs) {
+		if strings.Contains(v, "*") {
+			return fmt.Errorf("rule %+v has the wildcard %q: name each resource and verb", r, v)
+		}
+	}
+	return nil
 }
 
 // namePattern is upstream's naming rule for controller names.
@@ -57,16 +117,32 @@ type Registry struct {
 }
 
 // NewRegistry validates the descriptors and returns a registry. It fails on an invalid
-// or duplicate name, a duplicate alias, an alias that is also a name, or a missing
-// constructor: all programming errors, reported with the offending name.
+// or duplicate name, a duplicate alias, an alias that is also a name, a missing
+// constructor, a ServiceAccount shared or named like upstream's, or a wildcard rule: all
+// programming errors, reported with the offending name.
 func NewRegistry(descriptors ...Descriptor) (*Registry, error) {
 	r := &Registry{descriptors: map[string]Descriptor{}, aliases: map[string]string{}}
+	accounts := map[string]string{} // ServiceAccount -> controller
 	for _, d := range descriptors {
 		if !namePattern.MatchString(d.Name) {
 			return nil, fmt.Errorf("controller name %q must match %s", d.Name, namePattern)
 		}
 		if d.New == nil {
 			return nil, fmt.Errorf("controller %q has no constructor", d.Name)
+		}
+		account := d.ServiceAccount()
+		if !strings.HasPrefix(account, ServiceAccountPrefix) {
+			return nil, fmt.Errorf("controller %q: ServiceAccount %q must start with %q, or the cluster's bootstrap "+
+				"policy may grant it upstream's permissions too", d.Name, account, ServiceAccountPrefix)
+		}
+		if owner, dup := accounts[account]; dup {
+			return nil, fmt.Errorf("controllers %q and %q share the ServiceAccount %q; each writes as its own", owner, d.Name, account)
+		}
+		accounts[account] = d.Name
+		for _, rule := range d.Rules {
+			if err := rule.validate(); err != nil {
+				return nil, fmt.Errorf("controller %q: %w", d.Name, err)
+			}
 		}
 		if _, dup := r.descriptors[d.Name]; dup {
 			return nil, fmt.Errorf("controller name %q was registered twice", d.Name)
@@ -84,6 +160,8 @@ func NewRegistry(descriptors ...Descriptor) (*Registry, error) {
 			r.aliases[alias] = d.Name
 		}
 		d.Aliases = append([]string(nil), d.Aliases...)
+		d.Rules = slices.Clone(d.Rules)
+		d.Caches = slices.Clone(d.Caches)
 		r.descriptors[d.Name] = d
 	}
 	return r, nil
@@ -144,11 +222,11 @@ func (r *Registry) Get(name string) (Descriptor, bool) {
 	return d, ok
 }
 
-// ServiceAccount returns the ServiceAccount a controller writes as under
-// --use-service-account-credentials: its descriptor's, or its name.
+// ServiceAccount returns the ServiceAccount in kube-system a controller writes as under
+// --use-service-account-credentials: its descriptor's, or ServiceAccountPrefix + Name.
 func (d Descriptor) ServiceAccount() string {
 	if d.ServiceAccountName != "" {
 		return d.ServiceAccountName
 	}
-	return d.Name
+	return ServiceAccountPrefix + d.Name
 }

@@ -11,10 +11,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
-	"github.com/mini-kcm/mini-kcm/controllers/deployment"
-	"github.com/mini-kcm/mini-kcm/controllers/endpoints"
-	"github.com/mini-kcm/mini-kcm/controllers/endpointslice"
-	"github.com/mini-kcm/mini-kcm/controllers/replicaset"
+	allcontrollers "github.com/mini-kcm/mini-kcm/controllers/all"
+	"github.com/mini-kcm/mini-kcm/hack/rbacgen"
 )
 
 // request is one API call as RBAC sees it. An empty namespace is a cluster-wide call (an
@@ -113,74 +111,75 @@ func (r rbac) clusterRole(t *testing.T, ref rbacv1.RoleRef) *rbacv1.ClusterRole 
 	return cr
 }
 
-// controllerCalls lists, per controller, every API call its own client makes (upstream
-// v1.37.2 pkg/controller/{replicaset,deployment,endpoint,endpointslice} and
-// k8s.io/endpointslice): its writes and live reads.
-// With --use-service-account-credentials they are made as the controller's ServiceAccount,
-// so each must be allowed by the controller's own ClusterRole. A controller that starts
-// making a new call adds it here, and the test shows which rule is missing.
-var controllerCalls = map[string][]request{
-	"replicaset-controller": {
-		{verb: "get", group: "apps", resource: "replicasets", namespace: "app", name: "web-1"},
-		{verb: "update", group: "apps", resource: "replicasets", subresource: "status", namespace: "app", name: "web-1"},
-		{verb: "update", group: "apps", resource: "replicasets", subresource: "finalizers", namespace: "app", name: "web-1"},
-		{verb: "create", resource: "pods", namespace: "app"},
-		{verb: "patch", resource: "pods", namespace: "app", name: "web-1-abcde"},
-		{verb: "delete", resource: "pods", namespace: "app", name: "web-1-abcde"},
-	},
-	"deployment-controller": {
-		{verb: "get", group: "apps", resource: "deployments", namespace: "app", name: "web"},
-		{verb: "update", group: "apps", resource: "deployments", namespace: "app", name: "web"},
-		{verb: "update", group: "apps", resource: "deployments", subresource: "status", namespace: "app", name: "web"},
-		{verb: "update", group: "apps", resource: "deployments", subresource: "finalizers", namespace: "app", name: "web"},
-		{verb: "create", group: "apps", resource: "replicasets", namespace: "app"},
-		{verb: "update", group: "apps", resource: "replicasets", namespace: "app", name: "web-1"},
-		{verb: "patch", group: "apps", resource: "replicasets", namespace: "app", name: "web-1"},
-		{verb: "delete", group: "apps", resource: "replicasets", namespace: "app", name: "web-0"},
-	},
-	"endpoints-controller": {
-		{verb: "create", resource: "endpoints", namespace: "app"},
-		{verb: "update", resource: "endpoints", namespace: "app", name: "web"},
-		{verb: "delete", resource: "endpoints", namespace: "app", name: "web"},
-	},
-	"endpointslice-controller": {
-		{verb: "update", resource: "services", subresource: "finalizers", namespace: "app", name: "web"},
-		{verb: "create", group: "discovery.k8s.io", resource: "endpointslices", namespace: "app"},
-		{verb: "update", group: "discovery.k8s.io", resource: "endpointslices", namespace: "app", name: "web-abcde"},
-		{verb: "delete", group: "discovery.k8s.io", resource: "endpointslices", namespace: "app", name: "web-abcde"},
-	},
+// registry is the controller registry the product runs: deploy/'s RBAC is generated from
+// it, and these tests read it rather than a list of controllers of their own.
+var registry = allcontrollers.Registry()
+
+// TestGeneratedRBACMatchesTheRegistry is the drift check of the generated files, like
+// upstream's hack/verify-*: a descriptor changed without make generate, or a generated
+// file edited by hand, fails here.
+func TestGeneratedRBACMatchesTheRegistry(t *testing.T) {
+	if err := rbacgen.Check(registry, "."); err != nil {
+		t.Fatalf("%v\n\ndeploy/ and the controller registry disagree: run `make generate` and commit the result", err)
+	}
 }
 
-// controllerServiceAccounts names each controller's ServiceAccount in kube-system, as
-// upstream does; TestServiceAccountsAreTheDescriptors checks it against the code.
-var controllerServiceAccounts = map[string]string{
-	"replicaset-controller":    "replicaset-controller",
-	"deployment-controller":    "deployment-controller",
-	"endpoints-controller":     "endpoint-controller",
-	"endpointslice-controller": "endpointslice-controller",
+// callsOf expands a controller's rules into the API calls they stand for, one per
+// resource and verb, in a sample namespace: what its own client sends under
+// --use-service-account-credentials.
+func callsOf(d controllers.Descriptor) []request {
+	var calls []request
+	for _, rule := range d.Rules {
+		for _, resource := range rule.Resources {
+			resource, subresource, _ := strings.Cut(resource, "/")
+			for _, verb := range rule.Verbs {
+				name := "web-1"
+				if verb == "create" && subresource == "" {
+					name = "" // a create is authorized against the collection
+				}
+				calls = append(calls, request{verb: verb, group: rule.Group, resource: resource, subresource: subresource,
+					namespace: "app", name: name})
+			}
+		}
+	}
+	return calls
 }
+
+// controllerCalls lists, per controller, every API call its own client makes, from its
+// descriptor's rules. A controller that starts making a new call adds a rule to its
+// descriptor and runs make generate.
+var controllerCalls = func() map[string][]request {
+	calls := map[string][]request{}
+	for _, d := range registry.Descriptors() {
+		calls[d.Name] = callsOf(d)
+	}
+	return calls
+}()
+
+// controllerServiceAccounts names each controller's ServiceAccount in kube-system, from
+// its descriptor.
+var controllerServiceAccounts = func() map[string]string {
+	accounts := map[string]string{}
+	for _, d := range registry.Descriptors() {
+		accounts[d.Name] = d.ServiceAccount()
+	}
+	return accounts
+}()
 
 // processCalls are the calls made with the process's own identity for the controllers:
 // the shared informers' list and watch of every kind a controller caches, and the events
 // the controllers record (one event broadcaster per process).
-var processCalls = []request{
-	{verb: "list", group: "apps", resource: "replicasets"},
-	{verb: "watch", group: "apps", resource: "replicasets"},
-	{verb: "list", group: "apps", resource: "deployments"},
-	{verb: "watch", group: "apps", resource: "deployments"},
-	{verb: "list", resource: "pods"},
-	{verb: "watch", resource: "pods"},
-	{verb: "list", resource: "services"},
-	{verb: "watch", resource: "services"},
-	{verb: "list", resource: "endpoints"},
-	{verb: "watch", resource: "endpoints"},
-	{verb: "list", resource: "nodes"},
-	{verb: "watch", resource: "nodes"},
-	{verb: "list", group: "discovery.k8s.io", resource: "endpointslices"},
-	{verb: "watch", group: "discovery.k8s.io", resource: "endpointslices"},
-	{verb: "create", resource: "events", namespace: "app"},
-	{verb: "patch", resource: "events", namespace: "app", name: "web-1.17d2"},
-}
+var processCalls = func() []request {
+	var calls []request
+	for gr := range rbacgen.CachedResources(registry) {
+		calls = append(calls,
+			request{verb: "list", group: gr.Group, resource: gr.Resource},
+			request{verb: "watch", group: gr.Group, resource: gr.Resource})
+	}
+	return append(calls,
+		request{verb: "create", resource: "events", namespace: "app"},
+		request{verb: "patch", resource: "events", namespace: "app", name: "web-1.17d2"})
+}()
 
 // tokenRequestCalls are the TokenRequests of --use-service-account-credentials, one per
 // controller's ServiceAccount.
@@ -266,7 +265,10 @@ func TestMiniKCMMayNotDoWhatItsControllersNeverDo(t *testing.T) {
 		{verb: "create", group: "discovery.k8s.io", resource: "endpointslices", namespace: "app"},
 		// Tokens for any account but the controllers'.
 		{verb: "create", resource: "serviceaccounts", subresource: "token", namespace: "kube-system", name: "generic-garbage-collector"},
-		{verb: "create", resource: "serviceaccounts", subresource: "token", namespace: "app", name: "replicaset-controller"},
+		{verb: "create", resource: "serviceaccounts", subresource: "token", namespace: "app", name: "mini-kcm-replicaset-controller"},
+		// Upstream's controller accounts, which the bootstrap policy grants more than ours.
+		{verb: "create", resource: "serviceaccounts", subresource: "token", namespace: "kube-system", name: "replicaset-controller"},
+		{verb: "create", resource: "serviceaccounts", subresource: "token", namespace: "kube-system", name: "endpoint-controller"},
 		{verb: "get", resource: "secrets", namespace: "kube-system", name: "any"},
 		{verb: "list", resource: "secrets"},
 		{verb: "watch", resource: "secrets"},
@@ -447,13 +449,5 @@ func TestTokenRequestsCoverExactlyTheControllersServiceAccounts(t *testing.T) {
 	slices.Sort(granted)
 	if !slices.Equal(granted, want) {
 		t.Errorf("mini-kcm:token-requests grants tokens for %v, want exactly the controllers' ServiceAccounts %v", granted, want)
-	}
-}
-
-func TestServiceAccountsAreTheDescriptors(t *testing.T) {
-	for _, d := range []controllers.Descriptor{replicaset.Descriptor(), deployment.Descriptor(), endpoints.Descriptor(), endpointslice.Descriptor()} {
-		if got := controllerServiceAccounts[d.Name]; got != d.ServiceAccount() {
-			t.Errorf("%s: the manifests give it ServiceAccount %q, its descriptor %q", d.Name, got, d.ServiceAccount())
-		}
 	}
 }

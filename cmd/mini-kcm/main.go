@@ -1,6 +1,5 @@
-// Command mini-kcm runs the ReplicaSet, Deployment, Endpoints and EndpointSlice
-// controllers of the Kubernetes controller manager, with leader election for high
-// availability.
+// Command mini-kcm runs controllers of the Kubernetes controller manager (controllers/all
+// lists them; --help too), with leader election for high availability.
 package main
 
 import (

@@ -51,18 +51,6 @@ const (
 	maxRetries = 15
 )
 
-// Descriptor registers the controller under upstream's names.
-func Descriptor() controllers.Descriptor {
-	return controllers.Descriptor{
-		Name:    Name,
-		Aliases: []string{"endpoints", "endpoint"},
-		// Upstream's name for the ServiceAccount is singular, unlike the controller's.
-		ServiceAccountName: "endpoint-controller",
-		New:                New,
-		NewOptions:         NewOptions,
-	}
-}
-
 // New builds the controller from the app's shared context. It asks the shared factory for
 // the pod, Service and Endpoints informers; the app starts them.
 func New(ctx context.Context, cc controllers.Context) (controllers.Controller, error) {

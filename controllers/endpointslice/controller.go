@@ -82,16 +82,6 @@ const (
 	topologyKey = "topology"
 )
 
-// Descriptor registers the controller under upstream's names.
-func Descriptor() controllers.Descriptor {
-	return controllers.Descriptor{
-		Name:       Name,
-		Aliases:    []string{"endpointslice"},
-		New:        New,
-		NewOptions: NewOptions,
-	}
-}
-
 // New builds the controller from the app's shared context. It asks the shared factory
 // for the pod, Service, Node and EndpointSlice informers; the app starts them.
 func New(ctx context.Context, cc controllers.Context) (controllers.Controller, error) {

@@ -4,17 +4,38 @@ import (
 	"context"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/mini-kcm/mini-kcm/controllers"
 	"github.com/mini-kcm/mini-kcm/controllers/queueworker"
 )
 
-// Descriptor registers the ReplicaSet controller with the controller registry.
+// Descriptor registers the ReplicaSet controller with the controller registry. Its rules
+// are the calls of upstream v1.37.2's pkg/controller/replicaset, less what upstream's
+// bootstrap role grants beyond them (list and watch, which the shared informers make as
+// the process; update of ReplicaSets, which it never sends; no extensions group).
 func Descriptor() controllers.Descriptor {
 	return controllers.Descriptor{
 		Name:       Name,
 		Aliases:    []string{"replicaset"},
 		New:        New,
 		NewOptions: NewOptions,
+		Rules: []controllers.Rule{{
+			Why: "get: a live read of the ReplicaSet before adopting orphans, so that a ReplicaSet being " +
+				"deleted (the cache may be stale) never adopts pods (RecheckDeletionTimestamp).",
+			Group: "apps", Resources: []string{"replicasets"}, Verbs: []string{"get"},
+		}, {
+			Group: "apps", Resources: []string{"replicasets/status"}, Verbs: []string{"update"},
+		}, {
+			Why: "Pods are created with an owner reference that blocks owner deletion; the " +
+				"OwnerReferencesPermissionEnforcement admission plugin, where enabled, allows that only " +
+				"to a user who may update the owner's finalizers.",
+			Group: "apps", Resources: []string{"replicasets/finalizers"}, Verbs: []string{"update"},
+		}, {
+			Why:   "create and delete to scale; patch to adopt and release pods (controllerRef patches).",
+			Group: "", Resources: []string{"pods"}, Verbs: []string{"create", "patch", "delete"},
+		}},
+		Caches: []schema.GroupResource{{Group: "apps", Resource: "replicasets"}, {Resource: "pods"}},
 	}
 }
 

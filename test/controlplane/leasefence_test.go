@@ -20,7 +20,7 @@ func TestFencePolicyIsDeploysWithOnlyTheIdentitiesReplaced(t *testing.T) {
 	if got := local.Spec.MatchConditions[0].Expression; got != "'local' in request.userInfo.groups" {
 		t.Errorf("identities = %q", got)
 	}
-	if !strings.Contains(deployed.Spec.MatchConditions[0].Expression, "system:serviceaccount:kube-system:replicaset-controller") {
+	if !strings.Contains(deployed.Spec.MatchConditions[0].Expression, "system:serviceaccount:kube-system:mini-kcm-replicaset-controller") {
 		t.Errorf("deploy's identities = %q", deployed.Spec.MatchConditions[0].Expression)
 	}
 	if local.Spec.Validations[0].Expression != deployed.Spec.Validations[0].Expression ||

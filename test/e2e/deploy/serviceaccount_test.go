@@ -140,16 +140,16 @@ func TestMiniKCMRollsOutTheSampleAppWithOnlyItsServiceAccount(t *testing.T) {
 	t.Log("each controller wrote as its own ServiceAccount, only its own resources; the process read, " +
 		"recorded events and held the Lease; nothing was forbidden")
 	expectOnlyAllowedRequests(t, f.ControlPlane, install.ServiceAccountUser(saNamespace, saName), []identity{
-		{client: "replicaset-controller", account: "replicaset-controller",
+		{client: "replicaset-controller", account: "mini-kcm-replicaset-controller",
 			writes:       []string{"pods", "replicasets/status"},
 			mustHaveMade: []string{"create pods", "delete pods", "update replicasets/status"}},
-		{client: "deployment-controller", account: "deployment-controller",
+		{client: "deployment-controller", account: "mini-kcm-deployment-controller",
 			writes:       []string{"replicasets", "deployments", "deployments/status"},
 			mustHaveMade: []string{"create replicasets", "update replicasets", "update deployments/status"}},
-		{client: "endpoints-controller", account: "endpoint-controller",
+		{client: "endpoints-controller", account: "mini-kcm-endpoints-controller",
 			writes:       []string{"endpoints"},
 			mustHaveMade: []string{"create endpoints", "update endpoints", "delete endpoints"}},
-		{client: "endpointslice-controller", account: "endpointslice-controller",
+		{client: "endpointslice-controller", account: "mini-kcm-endpointslice-controller",
 			writes:       []string{"endpointslices", "services/finalizers"},
 			mustHaveMade: []string{"create endpointslices"}},
 	}, []string{"create events", "update leases", "create serviceaccounts/token"})

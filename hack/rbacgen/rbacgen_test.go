@@ -1,0 +1,230 @@
+package rbacgen
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/mini-kcm/mini-kcm/controllers"
+	"github.com/mini-kcm/mini-kcm/controllers/all"
+)
+
+// throwaway is a controller that exists only in this test: what a new controller's
+// package would export. Adding it to the registry is the one line a real addition adds
+// to controllers/all.
+func throwaway() controllers.Descriptor {
+	return controllers.Descriptor{
+		Name:    "podlabeler-controller",
+		Aliases: []string{"podlabeler"},
+		New: func(context.Context, controllers.Context) (controllers.Controller, error) {
+			return nil, nil
+		},
+		Rules: []controllers.Rule{{
+			Why:   "patch to label the pods of a StatefulSet with their ordinal.",
+			Group: "", Resources: []string{"pods"}, Verbs: []string{"patch"},
+		}, {
+			Group: "apps", Resources: []string{"statefulsets/status"}, Verbs: []string{"get"},
+		}},
+		Caches: []schema.GroupResource{{Resource: "pods"}, {Group: "apps", Resource: "statefulsets"}},
+	}
+}
+
+var strictDecoder = serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
+
+// decode decodes every document of a generated manifest, strictly, as the apiserver would.
+func decode(t *testing.T, f File) []runtime.Object {
+	t.Helper()
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(f.Content)))
+	var objects []runtime.Object
+	for {
+		doc, err := reader.Read()
+		if err != nil {
+			break
+		}
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		obj, _, err := strictDecoder.Decode(doc, nil, nil)
+		if err != nil {
+			t.Fatalf("deploy/%s does not decode: %v\n%s", f.Path, err, doc)
+		}
+		objects = append(objects, obj)
+	}
+	return objects
+}
+
+func generated(t *testing.T, files []File, path string) File {
+	t.Helper()
+	for _, f := range files {
+		if f.Path == path {
+			return f
+		}
+	}
+	t.Fatalf("nothing generates deploy/%s", path)
+	return File{}
+}
+
+func objectsOf[T runtime.Object](t *testing.T, f File) []T {
+	t.Helper()
+	var out []T
+	for _, o := range decode(t, f) {
+		if typed, ok := o.(T); ok {
+			out = append(out, typed)
+		}
+	}
+	return out
+}
+
+// Adding a controller is its package, one line in the registry and make generate: the
+// generated RBAC gives it an account of its own bound to exactly its rules, the process
+// lists and watches what it caches and may request its tokens, and the fence covers its
+// writes and its identity. No other file is edited by hand.
+func TestAThrowawayControllerIsCoveredByTheGeneratedRBACThroughTheRegistryAlone(t *testing.T) {
+	reg, err := controllers.NewRegistry(append(all.Descriptors(), throwaway())...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := Generate(reg)
+	const account = "mini-kcm-podlabeler-controller"
+
+	own := generated(t, files, "rbac/podlabeler-controller.yaml")
+	if sa := objectsOf[*corev1.ServiceAccount](t, own); len(sa) != 1 || sa[0].Name != account || sa[0].Namespace != Namespace {
+		t.Errorf("ServiceAccounts %v, want kube-system/%s", sa, account)
+	}
+	roles := objectsOf[*rbacv1.ClusterRole](t, own)
+	wantRules := []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"patch"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"statefulsets/status"}, Verbs: []string{"get"}},
+	}
+	if len(roles) != 1 || roles[0].Name != "mini-kcm:podlabeler-controller" || !equalRules(roles[0].Rules, wantRules) {
+		t.Errorf("ClusterRoles %+v, want mini-kcm:podlabeler-controller with %+v", roles, wantRules)
+	}
+	bindings := objectsOf[*rbacv1.ClusterRoleBinding](t, own)
+	if len(bindings) != 1 || bindings[0].RoleRef.Name != "mini-kcm:podlabeler-controller" ||
+		!slices.Equal(bindings[0].Subjects, []rbacv1.Subject{{Kind: "ServiceAccount", Name: account, Namespace: Namespace}}) {
+		t.Errorf("ClusterRoleBindings %+v, want its role bound to its account", bindings)
+	}
+	if !strings.Contains(string(own.Content), "# patch to label the pods of a StatefulSet with their ordinal.") {
+		t.Errorf("the rule's reason is not a comment of the generated file:\n%s", own.Content)
+	}
+
+	if k := string(generated(t, files, "rbac/kustomization.yaml").Content); !strings.Contains(k, "\n- podlabeler-controller.yaml\n") {
+		t.Errorf("rbac/kustomization.yaml does not list the new controller's file:\n%s", k)
+	}
+	tokens := objectsOf[*rbacv1.Role](t, generated(t, files, "rbac/token-requests.yaml"))
+	if len(tokens) != 1 || !slices.Contains(tokens[0].Rules[0].ResourceNames, account) {
+		t.Errorf("token-requests %+v do not name %s", tokens, account)
+	}
+	process := objectsOf[*rbacv1.ClusterRole](t, generated(t, files, "rbac/controller-manager.yaml"))
+	if len(process) != 1 || !slices.ContainsFunc(process[0].Rules, func(r rbacv1.PolicyRule) bool {
+		return slices.Equal(r.APIGroups, []string{"apps"}) && slices.Contains(r.Resources, "statefulsets") &&
+			slices.Equal(r.Verbs, []string{"list", "watch"})
+	}) {
+		t.Errorf("the process may not list and watch statefulsets, which the new controller caches: %+v", process)
+	}
+
+	policies := objectsOf[*admissionregistrationv1.ValidatingAdmissionPolicy](t, generated(t, files, "fence/policy.yaml"))
+	if len(policies) != 1 {
+		t.Fatalf("fence/policy.yaml holds %d policies", len(policies))
+	}
+	if !strings.Contains(policies[0].Spec.MatchConditions[0].Expression, "'system:serviceaccount:kube-system:"+account+"'") {
+		t.Errorf("the fence does not match the new account: %s", policies[0].Spec.MatchConditions[0].Expression)
+	}
+	var fencesPods, fencesGet bool
+	for _, rule := range policies[0].Spec.MatchConstraints.ResourceRules {
+		fencesPods = fencesPods || slices.Equal(rule.APIGroups, []string{""}) && slices.Contains(rule.Resources, "pods")
+		fencesGet = fencesGet || slices.Contains(rule.Resources, "statefulsets/status")
+	}
+	if !fencesPods || fencesGet {
+		t.Errorf("the fence must match the new controller's writes (pods) and not its reads (statefulsets/status): %+v",
+			policies[0].Spec.MatchConstraints.ResourceRules)
+	}
+	impersonation := generated(t, files, "fence/rbac.yaml")
+	if !slices.ContainsFunc(objectsOf[*rbacv1.Role](t, impersonation), func(r *rbacv1.Role) bool {
+		return slices.Equal(r.Rules[0].ResourceNames, []string{account}) && slices.Equal(r.Rules[0].Verbs, []string{"impersonate"})
+	}) {
+		t.Errorf("fence/rbac.yaml does not let %s impersonate itself", account)
+	}
+}
+
+func equalRules(got, want []rbacv1.PolicyRule) bool {
+	return slices.EqualFunc(got, want, func(a, b rbacv1.PolicyRule) bool {
+		return slices.Equal(a.APIGroups, b.APIGroups) && slices.Equal(a.Resources, b.Resources) &&
+			slices.Equal(a.Verbs, b.Verbs) && slices.Equal(a.ResourceNames, b.ResourceNames)
+	})
+}
+
+// Write then Check agree; removing the controller from the registry makes its file stale,
+// which Check reports and Write removes.
+func TestCheckReportsDriftAndStaleFilesAndWriteFixesThem(t *testing.T) {
+	dir := t.TempDir()
+	for _, sub := range []string{"rbac", "fence"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	withThrowaway := controllers.MustNewRegistry(append(all.Descriptors(), throwaway())...)
+	if err := Check(withThrowaway, dir); err == nil || !strings.Contains(err.Error(), "deploy/rbac/podlabeler-controller.yaml is missing") {
+		t.Errorf("Check on an empty directory = %v, want the missing files", err)
+	}
+	if err := Write(withThrowaway, dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := Check(withThrowaway, dir); err != nil {
+		t.Errorf("Check right after Write: %v", err)
+	}
+
+	product := all.Registry()
+	err := Check(product, dir)
+	for _, want := range []string{"deploy/rbac/podlabeler-controller.yaml is generated by no registered controller",
+		"deploy/rbac/kustomization.yaml differs"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Check without the controller = %v, want %q", err, want)
+		}
+	}
+	if err := Write(product, dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := Check(product, dir); err != nil {
+		t.Errorf("Check after Write: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "rbac", "podlabeler-controller.yaml")); !os.IsNotExist(err) {
+		t.Errorf("the stale file is still there (%v)", err)
+	}
+}
+
+// The registry refuses what would make the generated RBAC unsafe.
+func TestRegistryRefusesUpstreamAccountNamesSharedAccountsAndWildcards(t *testing.T) {
+	base := throwaway()
+	for name, mutate := range map[string]func(d *controllers.Descriptor){
+		"upstream's account name": func(d *controllers.Descriptor) { d.ServiceAccountName = "replicaset-controller" },
+		"another's account":       func(d *controllers.Descriptor) { d.ServiceAccountName = "mini-kcm-replicaset-controller" },
+		"wildcard verb": func(d *controllers.Descriptor) {
+			d.Rules = []controllers.Rule{{Resources: []string{"pods"}, Verbs: []string{"*"}}}
+		},
+		"wildcard resource": func(d *controllers.Descriptor) {
+			d.Rules = []controllers.Rule{{Resources: []string{"*"}, Verbs: []string{"get"}}}
+		},
+		"rule without verbs": func(d *controllers.Descriptor) { d.Rules = []controllers.Rule{{Resources: []string{"pods"}}} },
+	} {
+		d := base
+		mutate(&d)
+		if _, err := controllers.NewRegistry(append(all.Descriptors(), d)...); err == nil {
+			t.Errorf("%s: NewRegistry accepted it", name)
+		}
+	}
+}
