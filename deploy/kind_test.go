@@ -1,9 +1,6 @@
 package deploy
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"os"
 	"slices"
 	"strings"
@@ -14,11 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
-	"github.com/mini-kcm/mini-kcm/controllers"
-	"github.com/mini-kcm/mini-kcm/controllers/deployment"
-	"github.com/mini-kcm/mini-kcm/controllers/endpoints"
-	"github.com/mini-kcm/mini-kcm/controllers/endpointslice"
-	"github.com/mini-kcm/mini-kcm/controllers/replicaset"
+	compiled "github.com/mini-kcm/mini-kcm/controllers/all"
 )
 
 // kubeadmControllers is the --controllers value kubeadm gives kube-controller-manager:
@@ -26,53 +19,6 @@ import (
 // needs (bootstrapsigner signs kube-public/cluster-info for token discovery) and which
 // "*" does not include.
 var kubeadmControllers = []string{"*", "bootstrapsigner", "tokencleaner"}
-
-// compiledControllers are the controllers mini-kcm runs: the descriptors of
-// app/controllers.go, which TestCompiledControllersAreTheApps checks this list against.
-func compiledControllers(t *testing.T) *controllers.Registry {
-	t.Helper()
-	r, err := controllers.NewRegistry(deployment.Descriptor(), endpoints.Descriptor(), endpointslice.Descriptor(), replicaset.Descriptor())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
-// TestCompiledControllersAreTheApps reads app/controllers.go's descriptors() and checks
-// that the tests of deploy/ know the same controllers (app keeps its registry
-// unexported; the product does not export it for a test).
-func TestCompiledControllersAreTheApps(t *testing.T) {
-	file, err := parser.ParseFile(token.NewFileSet(), "../app/controllers.go", nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var inApp []string
-	ast.Inspect(file, func(n ast.Node) bool {
-		fn, ok := n.(*ast.FuncDecl)
-		if !ok || fn.Name.Name != "descriptors" {
-			return true
-		}
-		ast.Inspect(fn.Body, func(n ast.Node) bool {
-			if call, ok := n.(*ast.CallExpr); ok {
-				if sel, ok := call.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Descriptor" {
-					if pkg, ok := sel.X.(*ast.Ident); ok {
-						inApp = append(inApp, pkg.Name)
-					}
-				}
-			}
-			return true
-		})
-		return false
-	})
-	slices.Sort(inApp)
-	var known []string
-	for _, name := range compiledControllers(t).Names() {
-		known = append(known, strings.TrimSuffix(name, "-controller"))
-	}
-	if !slices.Equal(inApp, known) {
-		t.Errorf("app/controllers.go registers the packages %v, deploy's tests know %v: update compiledControllers", inApp, known)
-	}
-}
 
 // checkKubeControllerManagerControllers checks a --controllers value for the cluster's
 // kube-controller-manager while mini-kcm runs: kubeadm's value, with every controller
@@ -95,7 +41,7 @@ func checkKubeControllerManagerControllers(t *testing.T, value string) {
 		}
 	}
 	var ours []string
-	r := compiledControllers(t)
+	r := compiled.Registry()
 	for _, name := range r.Names() {
 		if d, _ := r.Get(name); !d.DisabledByDefault {
 			ours = append(ours, name)
