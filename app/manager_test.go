@@ -453,3 +453,26 @@ func TestWarmStandbySyncsItsCachesAndWritesNothingUntilItLeads(t *testing.T) {
 		}
 	}
 }
+
+func TestAControllerWaitingForItsStartIntervalStopsWithoutRunning(t *testing.T) {
+	ctx, cancel := testContext(t)
+	defer cancel()
+	var ran atomic.Bool
+	m := newTestManager(t, fake.NewClientset())
+	m.startInterval = time.Hour
+	waiting := &testController{name: "waiting-controller", run: func(context.Context) { ran.Store(true) }}
+	done := make(chan error, 1)
+	go func() { done <- m.runControllers(ctx, []controllers.Controller{waiting}) }()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("runControllers() = %v, want nil on shutdown", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("runControllers did not return on shutdown while a controller waited for its start interval")
+	}
+	if ran.Load() {
+		t.Error("the controller ran although mini-kcm shut down before its start interval passed")
+	}
+}

@@ -126,6 +126,7 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 		events:          events,
 		minResyncPeriod: cfg.MinResyncPeriod,
 		shutdownTimeout: cfg.ControllerShutdownTimeout,
+		startInterval:   cfg.ControllerStartInterval,
 		readiness:       ready,
 		syncs:           syncs,
 	}

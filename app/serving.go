@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	goruntime "runtime"
 	"time"
 
 	utilversion "k8s.io/apimachinery/pkg/util/version"
@@ -99,6 +100,10 @@ func startServing(ctx context.Context, cfg options.ServingConfig, handler http.H
 	if cfg.SecureServing == nil || cfg.SecureServing.BindPort == 0 {
 		logger.Info("Serving is off (--secure-port=0): no health probes and no metrics")
 		return nil, nil
+	}
+	if cfg.EnableProfiling && cfg.EnableContentionProfiling {
+		// --contention-profiling: sample every blocking event for /debug/pprof/block.
+		goruntime.SetBlockProfileRate(1)
 	}
 	// The self-signed certificate names localhost and 127.0.0.1 (and the bind address
 	// when it is not 0.0.0.0), like upstream's.
