@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/transport"
 
-	"github.com/mini-kcm/mini-kcm/app/cachedpod"
+	"github.com/mini-kcm/mini-kcm/app/cachetrim"
 	"github.com/mini-kcm/mini-kcm/controllers/throttle"
 	"github.com/mini-kcm/mini-kcm/leaderelection"
 )
@@ -115,7 +115,7 @@ func (b clientBuilder) Client(name string) (kubernetes.Interface, error) {
 
 // informerClient returns the clientset of the shared informers. It decodes pods, and
 // the other kinds the controllers cache, trimmed to what the controllers read (see
-// package cachedpod), so that the informers never spend time and memory on the rest.
+// package cachetrim), so that the informers never spend time and memory on the rest.
 // It must only read: an object it decoded and wrote back would lose what was trimmed.
 // Its requests go over a connection of their own (see informerHTTPClient).
 func (b clientBuilder) informerClient(name string) (kubernetes.Interface, error) {
@@ -135,7 +135,7 @@ func (b clientBuilder) informerClient(name string) (kubernetes.Interface, error)
 	trimmed := func(gv schema.GroupVersion, apiPath string) (*rest.RESTClient, error) {
 		c := rest.CopyConfig(cfg)
 		c.GroupVersion, c.APIPath = &gv, apiPath
-		c.NegotiatedSerializer = cachedpod.NegotiatedSerializer{
+		c.NegotiatedSerializer = cachetrim.NegotiatedSerializer{
 			NegotiatedSerializer: rest.CodecFactoryForGeneratedClient(scheme.Scheme, scheme.Codecs).WithoutConversion(),
 		}
 		return rest.RESTClientForConfigAndClient(c, httpClient)
@@ -154,7 +154,7 @@ func (b clientBuilder) informerClient(name string) (kubernetes.Interface, error)
 // cacheTransform returns the shared informers' transform, which drops from every cached
 // object what no controller reads: its managedFields, which the informer client's
 // Decoder drops already from protobuf, and for a pod decoded from JSON most of the rest
-// (cachedpod.Trim, which the Decoder did while decoding a protobuf pod).
+// (cachetrim.Trim, which the Decoder did while decoding a protobuf pod).
 func (b clientBuilder) cacheTransform() cache.TransformFunc {
 	decodesTrimmed := b.base.ContentType == runtime.ContentTypeProtobuf
 	return func(obj any) (any, error) {
@@ -162,7 +162,7 @@ func (b clientBuilder) cacheTransform() cache.TransformFunc {
 			accessor.SetManagedFields(nil)
 		}
 		if pod, ok := obj.(*corev1.Pod); ok && !decodesTrimmed {
-			cachedpod.Trim(pod)
+			cachetrim.Trim(pod)
 		}
 		return obj, nil
 	}

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,97 +9,54 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/server/healthz"
+	"k8s.io/apiserver/pkg/server/mux"
 	"k8s.io/client-go/rest"
+	clientgoleaderelection "k8s.io/client-go/tools/leaderelection"
 	"k8s.io/klog/v2"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
 )
 
-// healthCheck is one named check of /livez, /healthz or /readyz.
-type healthCheck struct {
-	name  string
-	check func(r *http.Request) error
-}
-
-// ping always passes: it proves the process serves HTTP.
-var ping = healthCheck{name: "ping", check: func(*http.Request) error { return nil }}
+// The health endpoints are k8s.io/apiserver's healthz handlers, with their semantics:
+// /livez, /healthz and /readyz (anonymous, see --authorization-always-allow-paths) say
+// which checks failed, "reason withheld" even under ?verbose, and log the reasons at
+// -v=2; /<endpoint>/<check> answers with the reason and is authorized like /metrics,
+// because the reasons name objects, informers and the apiserver's address.
 
 // stuckSyncCheck fails while a controller has been in one sync for longer than the
 // --controller-sync-stuck-threshold, naming the controller and the key.
-func stuckSyncCheck(syncs *controllers.InFlightSyncs) healthCheck {
-	return healthCheck{name: syncs.Name(), check: func(*http.Request) error { return syncs.Check() }}
+func stuckSyncCheck(syncs *controllers.InFlightSyncs) healthz.HealthChecker {
+	return healthz.NamedCheck(syncs.Name(), func(*http.Request) error { return syncs.Check() })
 }
 
-// checksHandler serves a fixed list of checks in the format of Kubernetes components:
-// "ok" when all pass; with ?verbose one "[+]name ok" or "[-]name failed: reason" line per
-// check; ?exclude=name skips a check. A failure answers 500 and lists every check, with
-// reasons only under ?verbose, like upstream's "reason withheld".
-type checksHandler struct {
-	// endpoint is the path without its slash, used in the summary line.
-	endpoint string
-	checks   []healthCheck
+// healthChecks are the checks of the three health endpoints.
+type healthChecks struct {
+	livez, healthz, readyz []healthz.HealthChecker
 }
 
-func (h checksHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	query := r.URL.Query()
-	_, verbose := query["verbose"]
-	excluded := sets.New[string]()
-	for _, names := range query["exclude"] {
-		for _, name := range strings.Split(names, ",") {
-			excluded.Insert(strings.TrimSpace(name))
-		}
+// newHealthChecks lists the checks: /livez and /healthz are the process (ping, no stuck
+// sync) and the leader-election watchdog when there is one; /readyz is the apiserver and
+// where this replica stands (see readiness).
+func newHealthChecks(syncs *controllers.InFlightSyncs, watchdog *clientgoleaderelection.HealthzAdaptor, probe *apiServerProbe, ready *readiness) healthChecks {
+	live := []healthz.HealthChecker{healthz.PingHealthz, stuckSyncCheck(syncs)}
+	if watchdog != nil {
+		// /livez carries the watchdog too: a wedged leader is exactly what a liveness
+		// probe must restart, and deploy/ probes /livez.
+		live = append(live, watchdog)
 	}
-
-	var out bytes.Buffer
-	var failed []string
-	for _, c := range h.checks {
-		if excluded.Has(c.name) {
-			excluded.Delete(c.name)
-			fmt.Fprintf(&out, "[+]%s excluded: ok\n", c.name)
-			continue
-		}
-		err := c.check(r)
-		switch {
-		case err == nil:
-			fmt.Fprintf(&out, "[+]%s ok\n", c.name)
-		case verbose:
-			failed = append(failed, c.name)
-			fmt.Fprintf(&out, "[-]%s failed: %v\n", c.name, err)
-		default:
-			failed = append(failed, c.name)
-			fmt.Fprintf(&out, "[-]%s failed: reason withheld\n", c.name)
-		}
-		if err != nil {
-			klog.FromContext(r.Context()).V(2).Info("Health check failed", "endpoint", h.endpoint, "check", c.name, "err", err)
-		}
+	return healthChecks{
+		livez:   live,
+		healthz: live,
+		readyz:  append([]healthz.HealthChecker{healthz.PingHealthz, healthz.NamedCheck("apiserver", probe.check)}, ready.checks()...),
 	}
-	if excluded.Len() > 0 {
-		fmt.Fprintf(&out, "warn: some health checks cannot be excluded: no matches for %s\n",
-			strings.Join(quoteAll(sets.List(excluded)), ","))
-	}
-
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Cache-Control", "no-cache, private")
-	if len(failed) > 0 {
-		w.WriteHeader(http.StatusInternalServerError)
-		fmt.Fprintf(w, "%s%s check failed\n", out.String(), h.endpoint)
-		return
-	}
-	if verbose {
-		fmt.Fprintf(w, "%s%s check passed\n", out.String(), h.endpoint)
-		return
-	}
-	fmt.Fprint(w, "ok")
 }
 
-func quoteAll(names []string) []string {
-	quoted := make([]string, len(names))
-	for i, n := range names {
-		quoted[i] = fmt.Sprintf("%q", n)
-	}
-	return quoted
+// install installs the three endpoints, and one path per check beneath each, on m.
+func (c healthChecks) install(m *mux.PathRecorderMux) {
+	healthz.InstallLivezHandler(m, c.livez...)
+	healthz.InstallHandler(m, c.healthz...)
+	healthz.InstallReadyzHandler(m, c.readyz...)
 }
 
 // role is where this replica stands, as /readyz sees it.
@@ -162,7 +118,7 @@ func (r *readiness) setStopping() {
 	r.stopping = true
 }
 
-// readinessState is a copy of what readiness tracks, for /statusz.
+// readinessState is a copy of what readiness tracks, for /statusz/replica.
 type readinessState struct {
 	role   role
 	caches *controllers.CacheSyncTracker
@@ -178,9 +134,9 @@ func (r *readiness) state() readinessState {
 }
 
 // checks returns the /readyz checks besides ping and the apiserver.
-func (r *readiness) checks() []healthCheck {
-	return []healthCheck{
-		{name: "controllers", check: func(*http.Request) error {
+func (r *readiness) checks() []healthz.HealthChecker {
+	return []healthz.HealthChecker{
+		healthz.NamedCheck("controllers", func(*http.Request) error {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			switch {
@@ -198,15 +154,15 @@ func (r *readiness) checks() []healthCheck {
 			default:
 				return r.caches.Check()
 			}
-		}},
-		{name: "shutdown", check: func(*http.Request) error {
+		}),
+		healthz.NamedCheck("shutdown", func(*http.Request) error {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			if r.stopping {
 				return errors.New("shutting down")
 			}
 			return nil
-		}},
+		}),
 	}
 }
 

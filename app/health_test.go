@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apiserver/pkg/server/healthz"
+	"k8s.io/apiserver/pkg/server/mux"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -25,29 +27,38 @@ func get(t *testing.T, h http.Handler, target string) (int, string) {
 	return rec.Code, string(body)
 }
 
-func TestChecksHandlerFollowsTheKubernetesFormat(t *testing.T) {
-	failing := healthCheck{name: "leaderElection", check: func(*http.Request) error { return errors.New("failed to renew") }}
+// endpoint serves checks as path, with a path per check beneath it.
+func endpoint(path string, checks ...healthz.HealthChecker) http.Handler {
+	m := mux.NewPathRecorderMux("test")
+	healthz.InstallPathHandler(m, path, checks...)
+	return m
+}
+
+func TestHealthEndpointsWithholdReasonsAndServeThemPerCheck(t *testing.T) {
+	failing := healthz.NamedCheck("leaderElection", func(*http.Request) error { return errors.New("failed to renew") })
 	tests := []struct {
 		name     string
-		checks   []healthCheck
+		checks   []healthz.HealthChecker
 		target   string
 		wantCode int
 		wantBody string
 	}{
-		{"passing checks answer ok", []healthCheck{ping}, "/healthz", 200, "ok"},
-		{"verbose lists every check", []healthCheck{ping}, "/healthz?verbose", 200, "[+]ping ok\nhealthz check passed\n"},
-		{"a failure withholds the reason", []healthCheck{ping, failing}, "/healthz", 500,
+		{"passing checks answer ok", []healthz.HealthChecker{healthz.PingHealthz}, "/healthz", 200, "ok"},
+		{"verbose lists every check", []healthz.HealthChecker{healthz.PingHealthz}, "/healthz?verbose", 200, "[+]ping ok\nhealthz check passed\n"},
+		{"a failure withholds the reason", []healthz.HealthChecker{healthz.PingHealthz, failing}, "/healthz", 500,
 			"[+]ping ok\n[-]leaderElection failed: reason withheld\nhealthz check failed\n"},
-		{"verbose shows the reason", []healthCheck{ping, failing}, "/healthz?verbose", 500,
-			"[+]ping ok\n[-]leaderElection failed: failed to renew\nhealthz check failed\n"},
-		{"an excluded failure passes", []healthCheck{ping, failing}, "/healthz?verbose&exclude=leaderElection", 200,
+		{"verbose withholds the reason too", []healthz.HealthChecker{healthz.PingHealthz, failing}, "/healthz?verbose", 500,
+			"[+]ping ok\n[-]leaderElection failed: reason withheld\nhealthz check failed\n"},
+		{"the check's own path gives the reason", []healthz.HealthChecker{healthz.PingHealthz, failing}, "/healthz/leaderElection", 500,
+			"internal server error: failed to renew\n"},
+		{"an excluded failure passes", []healthz.HealthChecker{healthz.PingHealthz, failing}, "/healthz?verbose&exclude=leaderElection", 200,
 			"[+]ping ok\n[+]leaderElection excluded: ok\nhealthz check passed\n"},
-		{"excluding an unknown check warns", []healthCheck{ping}, "/healthz?verbose&exclude=nope", 200,
+		{"excluding an unknown check warns", []healthz.HealthChecker{healthz.PingHealthz}, "/healthz?verbose&exclude=nope", 200,
 			"[+]ping ok\nwarn: some health checks cannot be excluded: no matches for \"nope\"\nhealthz check passed\n"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			code, body := get(t, checksHandler{endpoint: "healthz", checks: tc.checks}, tc.target)
+			code, body := get(t, endpoint("/healthz", tc.checks...), tc.target)
 			if code != tc.wantCode || body != tc.wantBody {
 				t.Errorf("got %d %q, want %d %q", code, body, tc.wantCode, tc.wantBody)
 			}
@@ -56,49 +67,54 @@ func TestChecksHandlerFollowsTheKubernetesFormat(t *testing.T) {
 }
 
 func TestHandlerServesHealthMetricsAndProfilingOnlyWhenEnabled(t *testing.T) {
-	failing := checksHandler{endpoint: "readyz", checks: []healthCheck{{name: "x", check: func(*http.Request) error { return errors.New("no") }}}}
-	e := healthEndpoints{
-		livez:   checksHandler{endpoint: "livez", checks: []healthCheck{ping}},
-		healthz: checksHandler{endpoint: "healthz", checks: []healthCheck{ping}},
-		readyz:  failing,
+	failing := healthz.NamedCheck("x", func(*http.Request) error { return errors.New("no") })
+	checks := healthChecks{
+		livez:   []healthz.HealthChecker{healthz.PingHealthz},
+		healthz: []healthz.HealthChecker{healthz.PingHealthz},
+		readyz:  []healthz.HealthChecker{healthz.PingHealthz, failing},
 	}
-	h := newHandler(e, true, nil, nil)
+	h := newHandler(checks, true, nil, nil)
 	for target, want := range map[string]int{
-		"/livez": 200, "/healthz": 200, "/readyz": 500, "/metrics": 200, "/debug/pprof/": 200, "/statusz": 200, "/healthz/ping": 404, "/": 404,
+		"/livez": 200, "/healthz": 200, "/readyz": 500, "/readyz/x": 500, "/livez/ping": 200, "/healthz/ping": 200,
+		"/metrics": 200, "/debug/pprof/": 200, "/statusz": 200, "/healthz/nope": 404, "/": 404,
 	} {
 		if code, _ := get(t, h, target); code != want {
 			t.Errorf("GET %s = %d, want %d", target, code, want)
 		}
 	}
-	if code, _ := get(t, newHandler(e, false, nil, nil), "/debug/pprof/"); code != 404 {
+	if code, _ := get(t, newHandler(checks, false, nil, nil), "/debug/pprof/"); code != 404 {
 		t.Errorf("GET /debug/pprof/ with --profiling=false = %d, want 404", code)
 	}
 }
 
 func TestReadyzIsTrueForAHealthyStandbyOrASyncedLeader(t *testing.T) {
 	r := &readiness{}
-	h := checksHandler{endpoint: "readyz", checks: r.checks()}
-	expect := func(step string, wantCode int, wantInBody string) {
+	h := endpoint("/readyz", r.checks()...)
+	// expect checks /readyz/<check>, which gives the reason, and that /readyz agrees.
+	expect := func(step, check string, wantCode int, wantInBody string) {
 		t.Helper()
-		code, body := get(t, h, "/readyz?verbose")
+		code, body := get(t, h, "/readyz/"+check)
 		if code != wantCode || !strings.Contains(body, wantInBody) {
-			t.Errorf("%s: got %d %q, want %d containing %q", step, code, body, wantCode, wantInBody)
+			t.Errorf("%s: /readyz/%s = %d %q, want %d containing %q", step, check, code, body, wantCode, wantInBody)
+		}
+		if code, body := get(t, h, "/readyz"); code != wantCode {
+			t.Errorf("%s: /readyz = %d %q, want %d", step, code, body, wantCode)
 		}
 	}
-	expect("starting", 500, "[-]controllers failed: waiting for the apiserver")
+	expect("starting", "controllers", 500, "waiting for the apiserver")
 	r.setStandby()
-	expect("standby", 200, "[+]controllers ok")
+	expect("standby", "controllers", 200, "ok")
 	r.setLeading()
-	expect("leading, building", 500, "building controllers")
+	expect("leading, building", "controllers", 500, "building controllers")
 	caches := &controllers.CacheSyncTracker{}
 	caches.Expect("replicaset-controller")
 	r.setControllersBuilt(caches)
-	expect("leading, caches not synced", 500, "replicaset-controller waits for informers")
+	expect("leading, caches not synced", "controllers", 500, "replicaset-controller waits for informers")
 	ctx := context.Background()
 	caches.WaitForCacheSync(ctx, "replicaset-controller", controllers.InformerSync{Name: "pods", Synced: func() bool { return true }})
-	expect("leading, caches synced", 200, "[+]controllers ok")
+	expect("leading, caches synced", "controllers", 200, "ok")
 	r.setStopping()
-	expect("stopping", 500, "[-]shutdown failed: shutting down")
+	expect("stopping", "shutdown", 500, "shutting down")
 }
 
 // restClientFor returns a real REST client for a test server.
@@ -173,13 +189,17 @@ func TestShutdownWhileWaitingForTheAPIServerIsNotAnError(t *testing.T) {
 func TestLivezFailsNamingTheControllerAndKeyOfAStuckSync(t *testing.T) {
 	now := time.Unix(0, 0)
 	syncs := &controllers.InFlightSyncs{Threshold: time.Minute, Now: func() time.Time { return now }}
-	livez := checksHandler{endpoint: "livez", checks: []healthCheck{ping, stuckSyncCheck(syncs)}}
+	livez := endpoint("/livez", healthz.PingHealthz, stuckSyncCheck(syncs))
 	done := syncs.Started("replicaset-controller", "default/web")
 	now = now.Add(2 * time.Minute)
 	code, body := get(t, livez, "/livez?verbose")
-	want := "[-]controller-syncs failed: syncs stuck longer than 1m0s: replicaset-controller has synced \"default/web\" for 2m0s\n"
+	if want := "[-]controller-syncs failed: reason withheld\n"; code != 500 || !strings.Contains(body, want) {
+		t.Errorf("/livez?verbose: got %d %q, want 500 with %q", code, body, want)
+	}
+	code, body = get(t, livez, "/livez/controller-syncs")
+	want := "syncs stuck longer than 1m0s: replicaset-controller has synced \"default/web\" for 2m0s\n"
 	if code != 500 || !strings.Contains(body, want) {
-		t.Errorf("got %d %q, want 500 with %q", code, body, want)
+		t.Errorf("/livez/controller-syncs: got %d %q, want 500 with %q", code, body, want)
 	}
 	done()
 	if code, _ := get(t, livez, "/livez"); code != 200 {

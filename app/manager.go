@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -49,6 +50,9 @@ type controllerManager struct {
 	minResyncPeriod time.Duration
 	// shutdownTimeout bounds the wait for controllers after ctx is cancelled; 0 waits forever.
 	shutdownTimeout time.Duration
+	// startInterval delays each controller's Run by a random time between it and twice
+	// it (--controller-start-interval, as upstream); 0 runs them at once.
+	startInterval time.Duration
 	// readiness learns when the informers started and when this replica leads.
 	readiness *readiness
 	// syncs records the controllers' syncs in progress for the stuck-sync check.
@@ -227,6 +231,13 @@ func (m *controllerManager) runControllers(ctx context.Context, built []controll
 				mu.Unlock()
 				logger.V(1).Info("Controller stopped", "controller", name)
 			}()
+			if m.startInterval > 0 {
+				select {
+				case <-time.After(wait.Jitter(m.startInterval, 1.0)):
+				case <-ctx.Done():
+					return
+				}
+			}
 			logger.V(1).Info("Starting controller", "controller", name)
 			c.Run(klog.NewContext(ctx, klog.LoggerWithName(logger, name)))
 		})

@@ -263,11 +263,11 @@ func TestNilControllerIsSkippedAndDisabledOnesAreNotBuilt(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- m.run(ctx) }()
 	// The skipped controller must not hold /readyz back.
-	readyz := checksHandler{endpoint: "readyz", checks: m.readiness.checks()}
+	readyz := endpoint("/readyz", m.readiness.checks()...)
 	deadline := time.Now().Add(5 * time.Second)
 	for code, _ := get(t, readyz, "/readyz"); code != http.StatusOK; code, _ = get(t, readyz, "/readyz") {
 		if time.Now().After(deadline) {
-			_, body := get(t, readyz, "/readyz?verbose")
+			_, body := get(t, readyz, "/readyz/controllers")
 			t.Fatalf("never ready: %s", body)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -380,7 +380,7 @@ func TestWarmStandbySyncsItsCachesAndWritesNothingUntilItLeads(t *testing.T) {
 	}
 	m := newTestManager(t, client, c.descriptor(&lists))
 	m.readiness.setStandby()
-	readyz := checksHandler{endpoint: "readyz", checks: m.readiness.checks()}
+	readyz := endpoint("/readyz", m.readiness.checks()...)
 
 	process := newLifecycle("process")
 	built := m.addStages(process)
@@ -413,9 +413,9 @@ func TestWarmStandbySyncsItsCachesAndWritesNothingUntilItLeads(t *testing.T) {
 	if len(built.controllers) != 1 {
 		t.Fatalf("built %d controllers before the election, want 1", len(built.controllers))
 	}
-	if code, body := get(t, readyz, "/readyz?verbose"); code != http.StatusInternalServerError ||
+	if code, body := get(t, readyz, "/readyz/controllers"); code != http.StatusInternalServerError ||
 		!strings.Contains(body, "warm standby: informers not synced yet: *v1.Pod") {
-		t.Errorf("standby before its sync: /readyz = %d %q, want 500 naming the pod informer", code, body)
+		t.Errorf("standby before its sync: /readyz/controllers = %d %q, want 500 naming the pod informer", code, body)
 	}
 	close(allowList)
 	waitUntil(func() bool { return c.informer.HasSynced() }, "the standby's pod cache")
@@ -451,5 +451,28 @@ func TestWarmStandbySyncsItsCachesAndWritesNothingUntilItLeads(t *testing.T) {
 		if verb := a.GetVerb(); verb != "list" && verb != "watch" {
 			t.Errorf("request %s %s, want only lists and watches", verb, a.GetResource().Resource)
 		}
+	}
+}
+
+func TestAControllerWaitingForItsStartIntervalStopsWithoutRunning(t *testing.T) {
+	ctx, cancel := testContext(t)
+	defer cancel()
+	var ran atomic.Bool
+	m := newTestManager(t, fake.NewClientset())
+	m.startInterval = time.Hour
+	waiting := &testController{name: "waiting-controller", run: func(context.Context) { ran.Store(true) }}
+	done := make(chan error, 1)
+	go func() { done <- m.runControllers(ctx, []controllers.Controller{waiting}) }()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("runControllers() = %v, want nil on shutdown", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("runControllers did not return on shutdown while a controller waited for its start interval")
+	}
+	if ran.Load() {
+		t.Error("the controller ran although mini-kcm shut down before its start interval passed")
 	}
 }

@@ -100,29 +100,21 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 
 	// A worker wedged in one sync fails /livez and /healthz, naming controller and key.
 	syncs := &controllers.InFlightSyncs{Threshold: cfg.ControllerSyncStuckThreshold}
-	healthzChecks := []healthCheck{ping, stuckSyncCheck(syncs)}
 	var watchdog *clientgoleaderelection.HealthzAdaptor
 	if cfg.LeaderElection.LeaderElect {
 		// The watchdog fails /healthz for a leader that has not renewed the Lease for
 		// the lease duration plus the tolerance: it is wedged instead of exiting, and
 		// the kubelet's liveness probe should restart it (kubernetes#70819).
 		watchdog = clientgoleaderelection.NewLeaderHealthzAdaptor(watchdogTolerance)
-		healthzChecks = append(healthzChecks, healthCheck{name: watchdog.Name(), check: watchdog.Check})
 	}
-	readyzChecks := append([]healthCheck{ping, {name: "apiserver", check: probe.check}}, ready.checks()...)
 	mode := fenceMode(cfg)
 	status := &replicaStatus{ready: ready, fenceMode: func() string { return mode }}
 	status.enabled, status.disabled = enabledAndDisabled(reg, cfg.EnabledControllers)
 	if le := cfg.LeaderElection; le.LeaderElect {
 		status.election = &electionStatus{lease: le.ResourceNamespace + "/" + le.ResourceName, warmStandby: le.WarmStandby}
 	}
-	handler := newHandler(healthEndpoints{
-		// /livez carries the watchdog too: a wedged leader is exactly what a liveness
-		// probe must restart, and deploy/ probes /livez.
-		livez:   checksHandler{endpoint: "livez", checks: healthzChecks},
-		healthz: checksHandler{endpoint: "healthz", checks: healthzChecks},
-		readyz:  checksHandler{endpoint: "readyz", checks: readyzChecks},
-	}, cfg.Serving.EnableProfiling, flagz.NamedFlagSetsReader{FlagSets: cfg.Serving.Flags}, status.fields())
+	handler := newHandler(newHealthChecks(syncs, watchdog, probe, ready),
+		cfg.Serving.EnableProfiling, flagz.NamedFlagSetsReader{FlagSets: cfg.Serving.Flags}, status.fields())
 
 	manager := &controllerManager{
 		registry:        reg,
@@ -134,6 +126,7 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 		events:          events,
 		minResyncPeriod: cfg.MinResyncPeriod,
 		shutdownTimeout: cfg.ControllerShutdownTimeout,
+		startInterval:   cfg.ControllerStartInterval,
 		readiness:       ready,
 		syncs:           syncs,
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	goruntime "runtime"
 	"time"
 
 	utilversion "k8s.io/apimachinery/pkg/util/version"
@@ -30,21 +31,14 @@ const componentName = "mini-kcm"
 // servingShutdownTimeout bounds how long in-flight requests may finish on shutdown.
 const servingShutdownTimeout = 5 * time.Second
 
-// healthEndpoints are the handlers of the three health endpoints.
-type healthEndpoints struct {
-	livez, healthz, readyz http.Handler
-}
-
 // newHandler returns the mux of the endpoint, before authentication and authorization:
-// the health endpoints, /metrics, /debug/pprof (with profiling), /flagz and /statusz,
-// whose text ends with statuszFields (see withStatuszSection). The handler chain of
-// newServingChain guards all of it; only the health endpoints are always allowed
-// (--authorization-always-allow-paths).
-func newHandler(e healthEndpoints, profiling bool, flags flagz.Reader, statuszFields []statuszField) http.Handler {
+// the health endpoints with a path per check (see healthChecks), /metrics, /debug/pprof
+// (with profiling), /flagz, /statusz and this replica's own /statusz/replica. The handler
+// chain of newServingChain guards all of it; only the health endpoints' root paths are
+// always allowed (--authorization-always-allow-paths).
+func newHandler(health healthChecks, profiling bool, flags flagz.Reader, replicaFields []statuszField) http.Handler {
 	m := mux.NewPathRecorderMux(componentName)
-	m.Handle("/livez", e.livez)
-	m.Handle("/healthz", e.healthz)
-	m.Handle("/readyz", e.readyz)
+	health.install(m)
 	m.Handle("/metrics", legacyregistry.Handler())
 	if profiling {
 		// Upstream's set, which leaves out /debug/pprof/cmdline: the command line can
@@ -54,8 +48,9 @@ func newHandler(e healthEndpoints, profiling bool, flags flagz.Reader, statuszFi
 	if flags != nil {
 		flagz.Install(m, componentName, flags)
 	}
+	m.Handle(replicaStatuszPath, replicaStatusz(replicaFields))
 	// Installed last, so that its list of paths names every other endpoint.
-	statusz.Install(statuszMux{mux: m, fields: statuszFields}, componentName, statusz.NewRegistry(effectiveVersion(), statusz.WithListedPaths(m.ListedPaths())))
+	statusz.Install(m, componentName, statusz.NewRegistry(effectiveVersion(), statusz.WithListedPaths(m.ListedPaths())))
 	return m
 }
 
@@ -105,6 +100,10 @@ func startServing(ctx context.Context, cfg options.ServingConfig, handler http.H
 	if cfg.SecureServing == nil || cfg.SecureServing.BindPort == 0 {
 		logger.Info("Serving is off (--secure-port=0): no health probes and no metrics")
 		return nil, nil
+	}
+	if cfg.EnableProfiling && cfg.EnableContentionProfiling {
+		// --contention-profiling: sample every blocking event for /debug/pprof/block.
+		goruntime.SetBlockProfileRate(1)
 	}
 	// The self-signed certificate names localhost and 127.0.0.1 (and the bind address
 	// when it is not 0.0.0.0), like upstream's.

@@ -1,11 +1,8 @@
 package app
 
 import (
-	"bytes"
 	"fmt"
-	"html"
-	"math/rand/v2"
-	"mime"
+	"io"
 	"net/http"
 	"sort"
 	"strings"
@@ -13,120 +10,45 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/duration"
-	"k8s.io/apiserver/pkg/server/mux"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
 )
 
-// statuszField is one line of mini-kcm's own section of the text /statusz: a name and a
-// function that says its value when the page is read. The section is an ordered list of
-// them (see replicaStatus.fields), so that a new line is one more field.
+// replicaStatuszPath serves what this replica knows of itself (see replicaStatus) beside
+// the library's /statusz. The library's page has no room for a component's own lines:
+// its registry has unexported methods and no option but the listed paths (k8s.io/apiserver
+// v0.37), and its structured formats have a fixed schema.
+const replicaStatuszPath = "/statusz/replica"
+
+// statuszField is one line of /statusz/replica: a name and a function that says its value
+// when the page is read. The page is an ordered list of them (see replicaStatus.fields),
+// so that a new line is one more field.
 type statuszField struct {
 	name  string
 	value func() string
 }
 
-// statuszDelimiters are the library's: its text /statusz separates names from values
-// with one of them and a space, drawn for every response, so that nobody parses a page
-// that KEP-4827 declares is for people. Our lines use the same separator as the
-// library's in the same response. Programs read the structured formats, whose schema is
-// fixed.
-var statuszDelimiters = []string{":", ": ", "=", " "}
-
-// statuszMux installs the library's /statusz handler on mux with mini-kcm's section
-// appended to its text (see withStatuszSection). statusz.Install accepts any mux.
-type statuszMux struct {
-	mux    *mux.PathRecorderMux
-	fields []statuszField
-}
-
-func (m statuszMux) Handle(path string, handler http.Handler) {
-	m.mux.Handle(path, withStatuszSection(handler, m.fields))
-}
-
-// withStatuszSection serves the library's /statusz and, when the library answered with
-// text (text/plain, the default), appends one line per field. The structured formats
-// (application/json;as=Statusz;g=config.k8s.io;v=v1beta1 and the others) stay the
-// library's, byte for byte: their schema has no room for a component's own fields, and
-// the library's registry, which fills them, cannot be extended from outside.
-func withStatuszSection(library http.Handler, fields []statuszField) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// The library's headers go straight to the response; its status and body are
-		// held back until we know whether the body is text.
-		captured := &capturedResponse{header: w.Header()}
-		library.ServeHTTP(captured, r)
-		status := captured.status
-		if status == 0 {
-			status = http.StatusOK
+// replicaStatusz serves fields as text, one "name: value" line each, for people, like
+// the library's /statusz: nosniff keeps a browser from reading a value (the Lease holder
+// is written by whoever may update the Lease) as markup.
+func replicaStatusz(fields []statuszField) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s replica statusz\n", componentName)
+		b.WriteString("Warning: This endpoint is not meant to be machine parseable, has no formatting compatibility " +
+			"guarantees and is for debugging purposes only.\n\n")
+		for _, f := range fields {
+			// One line per field, whatever the provider returns.
+			fmt.Fprintf(&b, "%s: %s\n", f.name, strings.ReplaceAll(f.value(), "\n", " "))
 		}
-		body := captured.body.Bytes()
-		if status == http.StatusOK && len(fields) > 0 && isPlainText(w.Header().Get("Content-Type")) {
-			body = appendStatuszSection(body, fields)
-			w.Header().Del("Content-Length")
-		}
-		w.WriteHeader(status)
-		_, _ = w.Write(body) // a client that went away is no error of ours
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		_, _ = io.WriteString(w, b.String()) // a client that went away is no error of ours
 	})
 }
 
-func isPlainText(contentType string) bool {
-	mediaType, _, err := mime.ParseMediaType(contentType)
-	return err == nil && mediaType == "text/plain"
-}
-
-// appendStatuszSection appends "name<separator>value" for every field to the library's
-// text, with values HTML-escaped as the library's are: the Lease holder, for one, is
-// written by whoever may update the Lease, and a browser may show the page.
-func appendStatuszSection(text []byte, fields []statuszField) []byte {
-	separator := statuszSeparator(text)
-	var b bytes.Buffer
-	b.Write(bytes.TrimRight(text, "\n"))
-	b.WriteByte('\n')
-	for _, f := range fields {
-		// One line per field, whatever the provider returns.
-		value := strings.ReplaceAll(f.value(), "\n", " ")
-		fmt.Fprintf(&b, "%s%s%s\n", f.name, separator, html.EscapeString(value))
-	}
-	return b.Bytes()
-}
-
-// statuszSeparator returns the separator of the library's "Started" line in text (its
-// delimiter and a space), or a random one if there is no such line.
-func statuszSeparator(text []byte) string {
-	for line := range strings.SplitSeq(string(text), "\n") {
-		if rest, ok := strings.CutPrefix(line, "Started"); ok {
-			value := strings.TrimLeft(rest, ":= ")
-			if separator := rest[:len(rest)-len(value)]; separator != "" {
-				return separator
-			}
-		}
-	}
-	return statuszDelimiters[rand.IntN(len(statuszDelimiters))] + " "
-}
-
-// capturedResponse keeps a handler's status and body for withStatuszSection; its
-// headers are those of the real response.
-type capturedResponse struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (c *capturedResponse) Header() http.Header { return c.header }
-
-func (c *capturedResponse) WriteHeader(status int) {
-	if c.status == 0 {
-		c.status = status
-	}
-}
-
-func (c *capturedResponse) Write(p []byte) (int, error) {
-	c.WriteHeader(http.StatusOK)
-	return c.body.Write(p)
-}
-
-// electionStatus is what this replica knows of the leader election, for /statusz: the
+// electionStatus is what this replica knows of the leader election, for /statusz/replica: the
 // Lease, this candidate's identity, and what it last read or wrote of the Lease (see
 // leaderelection.Config.Observe). It decides nothing; the election does.
 type electionStatus struct {
@@ -185,8 +107,8 @@ func (e *electionStatus) snapshot() electionSnapshot {
 	return electionSnapshot{identity: e.identity, holder: e.holder, seen: e.seen, acquired: e.acquired, transitions: e.transitions}
 }
 
-// replicaStatus is what /statusz says about this replica beyond the library's version,
-// start time and paths.
+// replicaStatus is what /statusz/replica says about this replica, beyond the library's
+// version, start time and paths at /statusz.
 type replicaStatus struct {
 	ready *readiness
 	// election is nil without leader election.
@@ -202,7 +124,7 @@ type replicaStatus struct {
 	now func() time.Time
 }
 
-// fields lists the lines of mini-kcm's section of /statusz, in order.
+// fields lists the lines of /statusz/replica, in order.
 func (s *replicaStatus) fields() []statuszField {
 	return []statuszField{
 		{name: "Leader election", value: s.leaderElection},

@@ -19,10 +19,10 @@ import (
 	"github.com/mini-kcm/mini-kcm/controllers"
 )
 
-// getStatusz requests /statusz with an Accept header ("" for none).
-func getStatusz(t *testing.T, h http.Handler, accept string) (int, http.Header, string) {
+// getStatusz requests path with an Accept header ("" for none).
+func getStatusz(t *testing.T, h http.Handler, path, accept string) (int, http.Header, string) {
 	t.Helper()
-	req := httptest.NewRequest(http.MethodGet, "/statusz", nil)
+	req := httptest.NewRequest(http.MethodGet, path, nil)
 	if accept != "" {
 		req.Header.Set("Accept", accept)
 	}
@@ -32,10 +32,9 @@ func getStatusz(t *testing.T, h http.Handler, accept string) (int, http.Header, 
 	return rec.Code, rec.Result().Header, string(body)
 }
 
-// statuszLine matches the line of the given field with the given value, whichever of
-// the library's delimiters the response drew.
+// statuszLine matches the line of the given field with the given value.
 func statuszLine(name, value string) *regexp.Regexp {
-	return regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `(:|: |=| ) ` + regexp.QuoteMeta(value) + `$`)
+	return regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name+": "+value) + `$`)
 }
 
 var (
@@ -44,12 +43,7 @@ var (
 )
 
 func statuszHandler(status *replicaStatus) http.Handler {
-	e := healthEndpoints{livez: ping.handler(), healthz: ping.handler(), readyz: ping.handler()}
-	return newHandler(e, false, nil, status.fields())
-}
-
-func (c healthCheck) handler() http.Handler {
-	return checksHandler{endpoint: c.name, checks: []healthCheck{c}}
+	return newHandler(healthChecks{}, false, nil, status.fields())
 }
 
 // syncedCaches returns a tracker where every controller but waiting synced.
@@ -74,7 +68,7 @@ func syncedCaches(synced []string, waiting string, informers ...string) *control
 	return caches
 }
 
-func TestStatuszTextEndsWithThisReplicasRoleLeaseControllersCachesAndFence(t *testing.T) {
+func TestReplicaStatuszSaysThisReplicasRoleLeaseControllersCachesAndFence(t *testing.T) {
 	enabled := []string{"deployment-controller", "replicaset-controller"}
 	fence := func() string { return "in-process (Lease fence)" }
 	leader := func(warm bool) *electionStatus {
@@ -165,15 +159,16 @@ func TestStatuszTextEndsWithThisReplicasRoleLeaseControllersCachesAndFence(t *te
 		t.Run(tc.name, func(t *testing.T) {
 			status := &replicaStatus{ready: tc.ready, election: tc.election, enabled: enabled,
 				disabled: []string{"endpoints-controller"}, fenceMode: fence, now: func() time.Time { return statuszNow }}
-			code, header, body := getStatusz(t, statuszHandler(status), "")
-			if code != http.StatusOK || !strings.HasPrefix(header.Get("Content-Type"), "text/plain") {
-				t.Fatalf("GET /statusz = %d %s, want 200 text/plain", code, header.Get("Content-Type"))
+			code, header, body := getStatusz(t, statuszHandler(status), replicaStatuszPath, "")
+			if code != http.StatusOK || !strings.HasPrefix(header.Get("Content-Type"), "text/plain") ||
+				header.Get("X-Content-Type-Options") != "nosniff" {
+				t.Fatalf("GET %s = %d %v, want 200 text/plain, nosniff", replicaStatuszPath, code, header)
 			}
-			// The library's text comes first, then ours, in the fields' order.
-			if !strings.Contains(body, "mini-kcm statusz") || !strings.Contains(body, "Binary version") ||
-				strings.Index(body, "Paths") > strings.Index(body, "Leader election") ||
+			// The fields come in their order, after a header that says the page is for people.
+			if !strings.HasPrefix(body, "mini-kcm replica statusz\nWarning: ") ||
+				strings.Index(body, "Leader election") > strings.Index(body, "Controllers") ||
 				strings.Index(body, "Caches") > strings.Index(body, "Write fence") {
-				t.Errorf("body does not have the library's text followed by mini-kcm's section:\n%s", body)
+				t.Errorf("body does not have the header and the fields in order:\n%s", body)
 			}
 			for name, value := range tc.want {
 				if !statuszLine(name, value).MatchString(body) {
@@ -184,10 +179,10 @@ func TestStatuszTextEndsWithThisReplicasRoleLeaseControllersCachesAndFence(t *te
 	}
 }
 
-func TestStatuszStructuredFormatIsTheLibrarysV1beta1Unchanged(t *testing.T) {
+func TestStatuszIsTheLibrarysAndListsTheReplicasPage(t *testing.T) {
 	status := &replicaStatus{ready: &readiness{role: roleLeading}, fenceMode: func() string { return "off" }}
 	h := statuszHandler(status)
-	code, header, body := getStatusz(t, h, "application/json;v=v1beta1;g=config.k8s.io;as=Statusz")
+	code, header, body := getStatusz(t, h, "/statusz", "application/json;v=v1beta1;g=config.k8s.io;as=Statusz")
 	if code != http.StatusOK || !strings.HasPrefix(header.Get("Content-Type"), "application/json") {
 		t.Fatalf("GET /statusz as JSON = %d %s %q, want 200 application/json", code, header.Get("Content-Type"), body)
 	}
@@ -201,29 +196,17 @@ func TestStatuszStructuredFormatIsTheLibrarysV1beta1Unchanged(t *testing.T) {
 		!strings.Contains(strings.Join(s.Paths, " "), "/metrics") || s.BinaryVersion == "" {
 		t.Errorf("decoded %+v, want the library's v1beta1 Statusz of mini-kcm", s)
 	}
-	if strings.Contains(body, "Leader election") {
-		t.Errorf("the structured format carries mini-kcm's text section: %s", body)
-	}
-
-	// An explicit text/plain is the default's text, with the section.
-	if code, _, body := getStatusz(t, h, "text/plain"); code != http.StatusOK || !strings.Contains(body, "Write fence") {
-		t.Errorf("GET /statusz as text/plain = %d %q, want the section", code, body)
-	}
-	// An unsupported type is the library's refusal, untouched.
-	if code, _, body := getStatusz(t, h, "application/vnd.kubernetes.protobuf"); code != http.StatusNotAcceptable ||
-		strings.Contains(body, "Write fence") {
-		t.Errorf("GET /statusz as protobuf = %d %q, want the library's 406", code, body)
+	if code, _, body := getStatusz(t, h, "/statusz", ""); code != http.StatusOK ||
+		!strings.Contains(body, "mini-kcm statusz") || strings.Contains(body, "Leader election") {
+		t.Errorf("GET /statusz = %d %q, want the library's text alone", code, body)
 	}
 }
 
-func TestStatuszSectionEscapesValuesKeepsEachFieldOnOneLineAndUsesTheLibrarysDelimiter(t *testing.T) {
-	fields := []statuszField{{name: "Holder", value: func() string { return "<script>x</script>\nforged: line" }}}
-	for _, delimiter := range statuszDelimiters {
-		library := "\nmini-kcm statusz\n\nStarted" + delimiter + " Tue Dec  1 08:24:28 UTC 2026\nPaths" + delimiter + " /livez\n\n"
-		want := strings.TrimRight(library, "\n") + "\nHolder" + delimiter + " &lt;script&gt;x&lt;/script&gt; forged: line\n"
-		if text := appendStatuszSection([]byte(library), fields); string(text) != want {
-			t.Errorf("with delimiter %q: section = %q, want %q", delimiter, text, want)
-		}
+func TestReplicaStatuszKeepsEachFieldOnOneLine(t *testing.T) {
+	fields := []statuszField{{name: "Holder", value: func() string { return "<b>x</b>\nforged: line" }}}
+	_, _, body := getStatusz(t, replicaStatusz(fields), replicaStatuszPath, "")
+	if !strings.HasSuffix(body, "\n\nHolder: <b>x</b> forged: line\n") {
+		t.Errorf("body = %q, want the value on the field's one line", body)
 	}
 }
 

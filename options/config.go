@@ -26,6 +26,9 @@ type Config struct {
 	// ControllerSyncStuckThreshold is how long one sync may run before /livez fails; 0
 	// turns the check off.
 	ControllerSyncStuckThreshold time.Duration
+	// ControllerStartInterval delays each controller's start by a random time between it
+	// and twice it.
+	ControllerStartInterval time.Duration
 	// UseServiceAccountCredentials gives each controller a ServiceAccount's credentials.
 	UseServiceAccountCredentials bool
 	// LeaderElection configures the election.
@@ -49,6 +52,8 @@ type ServingConfig struct {
 	Authorization *apiserveroptions.DelegatingAuthorizationOptions
 	// EnableProfiling serves /debug/pprof.
 	EnableProfiling bool
+	// EnableContentionProfiling turns block profiling on, with EnableProfiling only.
+	EnableContentionProfiling bool
 	// Flags are every flag of the command, for /flagz.
 	Flags cliflag.NamedFlagSets
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/pflag"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/version"
+	basecompatibility "k8s.io/component-base/compatibility"
 	"k8s.io/component-base/featuregate"
 	logsapi "k8s.io/component-base/logs/api/v1"
 
@@ -61,6 +62,11 @@ type FeatureGateOptions struct {
 	Gate featuregate.MutableVersionedFeatureGate
 	// value is Gate as a flag value (featuregate's concrete type is one).
 	value pflag.Value
+	// versions is component-base's compatibility registry, with Gate as the "kube"
+	// component's, as upstream's: --emulated-version sets the Kubernetes version whose
+	// gate defaults the controllers have, --min-compatibility-version the oldest
+	// version the gates must stay compatible with. Like Gate, it is these options' own.
+	versions basecompatibility.ComponentGlobalsRegistry
 }
 
 // NewFeatureGateOptions returns every gate at its Kubernetes v1.37 default.
@@ -69,12 +75,25 @@ func NewFeatureGateOptions() *FeatureGateOptions {
 	// Both sets are fixed at compile time; failing to add them is a programming error.
 	utilruntime.Must(gate.AddVersioned(controllerFeatureGates()))
 	utilruntime.Must(logsapi.AddFeatureGates(gate))
-	return &FeatureGateOptions{Gate: gate, value: gate}
+	// Emulation reaches three minor versions back, as kube-controller-manager's.
+	floor := emulatedVersion.SubtractMinor(3)
+	versions := basecompatibility.NewComponentGlobalsRegistry()
+	utilruntime.Must(versions.Register(basecompatibility.DefaultKubeComponent,
+		basecompatibility.NewEffectiveVersion(emulatedVersion, false, floor, floor), gate))
+	return &FeatureGateOptions{Gate: gate, value: gate, versions: versions}
 }
 
-// AddFlags adds --feature-gates to fs. The gate accepts no new gates afterwards.
+// AddFlags adds --feature-gates, --emulated-version and --min-compatibility-version to
+// fs. The gate accepts no new gates afterwards.
 func (o *FeatureGateOptions) AddFlags(fs *pflag.FlagSet) {
 	o.Gate.Close()
+	// The registry's own --feature-gates takes "component:gate=value" pairs for the
+	// several components of an apiserver; mini-kcm has one, so it keeps its own flag
+	// and takes only the two version flags.
+	registryFlags := pflag.NewFlagSet("compatibility", pflag.ContinueOnError)
+	o.versions.AddFlags(registryFlags)
+	fs.AddFlag(registryFlags.Lookup("emulated-version"))
+	fs.AddFlag(registryFlags.Lookup("min-compatibility-version"))
 	fs.Var(gateFlag{o.value}, "feature-gates",
 		"A set of key=value pairs that turn features on or off, e.g. PodDeletionCost=false,LoggingAlphaOptions=true. "+
 			"The controllers' gates have the names and defaults of kube-controller-manager v1.37; turning one off "+
@@ -82,12 +101,19 @@ func (o *FeatureGateOptions) AddFlags(fs *pflag.FlagSet) {
 			strings.Join(o.Gate.KnownFeatures(), "\n"))
 }
 
-// Validate rechecks the gates set against their dependencies at the emulated version.
-// Unknown and locked gates are already refused while the flag is parsed.
+// Validate applies --emulated-version and --min-compatibility-version to the gate (the
+// values set with --feature-gates stay) and checks them, and rechecks the gates set
+// against their dependencies at the emulated version. Unknown and locked gates are
+// already refused while the flag is parsed.
 func (o *FeatureGateOptions) Validate() []error {
+	if err := o.versions.Set(); err != nil {
+		return []error{fmt.Errorf("--emulated-version, --min-compatibility-version: %w; both take a Kubernetes "+
+			"major.minor version from %s to %s, the minimum compatibility version at most the emulated one",
+			err, emulatedVersion.SubtractMinor(3), emulatedVersion)}
+	}
 	var errs []error
-	for _, err := range o.Gate.Validate() {
-		errs = append(errs, fmt.Errorf("--feature-gates: %w", err))
+	for _, err := range o.versions.Validate() {
+		errs = append(errs, fmt.Errorf("--emulated-version, --min-compatibility-version or --feature-gates: %w", err))
 	}
 	return errs
 }

@@ -155,3 +155,43 @@ func TestEachOptionsHasItsOwnFeatureGate(t *testing.T) {
 		t.Error("a gate turned off in one Options is off in another")
 	}
 }
+
+func TestEmulatedVersionGivesTheGateDefaultsOfThatVersion(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		want    controllers.Features
+		wantErr string
+	}{
+		{"1.37, the default", []string{"--emulated-version=1.37"}, allFeatures, ""},
+		// DeploymentReplicaSetTerminatingReplicas turned beta in 1.35 and
+		// StaleControllerConsistencyReplicaSet appeared in 1.36.
+		{"1.34 has only PodDeletionCost on", []string{"--emulated-version=1.34"}, controllers.Features{PodDeletionCost: true}, ""},
+		{"an explicit gate wins over the emulated default",
+			[]string{"--emulated-version=kube=1.34", "--feature-gates=DeploymentReplicaSetTerminatingReplicas=true"},
+			controllers.Features{PodDeletionCost: true, DeploymentReplicaSetTerminatingReplicas: true}, ""},
+		{"more than three versions back", []string{"--emulated-version=1.33"}, controllers.Features{},
+			"emulation version 1.33 is not between [1.34, 1.37"},
+		{"a minimum compatibility above the emulated version", []string{"--emulated-version=1.35", "--min-compatibility-version=1.36"},
+			controllers.Features{}, "minCompatibilityVersion version 1.36 is not between [1.34, 1.35]"},
+		{"an unknown component", []string{"--emulated-version=wardle=1.2"}, controllers.Features{},
+			"--emulated-version, --min-compatibility-version: component not registered: wardle"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := testRegistry(t)
+			args := append([]string{"--kubeconfig", writeFile(t, "kubeconfig", validKubeconfig)}, tc.args...)
+			cfg, err := parse(t, reg, args...).Config(reg)
+			switch {
+			case tc.wantErr != "":
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("error %v, want it to contain %q", err, tc.wantErr)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case cfg.Controllers.Features != tc.want:
+				t.Errorf("features = %+v, want %+v", cfg.Controllers.Features, tc.want)
+			}
+		})
+	}
+}

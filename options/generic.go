@@ -40,6 +40,9 @@ type GenericOptions struct {
 	ControllerShutdownTimeout time.Duration
 	// ControllerSyncStuckThreshold is how long one sync may run before /livez fails.
 	ControllerSyncStuckThreshold time.Duration
+	// ControllerStartInterval delays the start of each controller's workers by a random
+	// time between it and twice it; 0 starts them at once.
+	ControllerStartInterval time.Duration
 	// UseServiceAccountCredentials gives each controller the credentials of a
 	// ServiceAccount of its own in kube-system.
 	UseServiceAccountCredentials bool
@@ -96,6 +99,11 @@ func (o *GenericOptions) AddFlags(fs *pflag.FlagSet, reg *controllers.Registry) 
 			"naming the controller and the key, so that the liveness probe restarts a replica whose worker is "+
 			"wedged. Syncs take milliseconds and every request has a timeout; a shorter threshold restarts sooner "+
 			"but risks restarting a replica that is merely slow. 0 turns the check off.")
+	fs.DurationVar(&o.ControllerStartInterval, "controller-start-interval", o.ControllerStartInterval,
+		"Interval between starting controller managers: each controller's workers start after a random delay "+
+			"between this and twice this once the caches synced, as kube-controller-manager's, which spreads "+
+			"the first syncs of a new leader. Every delay is time the Lease is held without writing; 0 starts "+
+			"them at once.")
 	fs.BoolVar(&o.UseServiceAccountCredentials, "use-service-account-credentials", o.UseServiceAccountCredentials,
 		"If true, use individual service account credentials for each controller: each writes with a token "+
 			"requested for its own ServiceAccount in kube-system (named like kube-controller-manager's, e.g. "+
@@ -124,6 +132,9 @@ func (o *GenericOptions) Validate(reg *controllers.Registry) []error {
 	}
 	if o.ControllerSyncStuckThreshold < 0 {
 		errs = append(errs, fmt.Errorf("--controller-sync-stuck-threshold must not be negative (0 turns the check off), got %s", o.ControllerSyncStuckThreshold))
+	}
+	if o.ControllerStartInterval < 0 {
+		errs = append(errs, fmt.Errorf("--controller-start-interval must not be negative (0 starts the controllers at once), got %s", o.ControllerStartInterval))
 	}
 	errs = append(errs, validateControllers(reg, o.Controllers)...)
 	if _, err := o.RESTConfig(); err != nil {

@@ -7,9 +7,12 @@
 package options
 
 import (
+	"fmt"
+
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	cliflag "k8s.io/component-base/cli/flag"
 	logsapi "k8s.io/component-base/logs/api/v1"
+	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/version/verflag"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
@@ -22,6 +25,9 @@ type Options struct {
 	Sharding       *ShardingOptions
 	Serving        *ServingOptions
 	Debugging      *DebuggingOptions
+	// Metrics is component-base's --show-hidden-metrics-for-version, --disabled-metrics,
+	// --allow-metric-labels and --allow-metric-labels-manifest, as upstream has them.
+	Metrics *metrics.Options
 	// FeatureGates holds --feature-gates, read by the controllers and the logging setup.
 	FeatureGates *FeatureGateOptions
 	// Controllers holds the options of each controller that has any, by canonical
@@ -43,6 +49,7 @@ func NewOptions() *Options {
 		Sharding:       NewShardingOptions(),
 		Serving:        NewServingOptions(),
 		Debugging:      NewDebuggingOptions(),
+		Metrics:        metrics.NewOptions(),
 		FeatureGates:   NewFeatureGateOptions(),
 		Logs:           logsapi.NewLoggingConfiguration(),
 	}
@@ -62,6 +69,7 @@ func (o *Options) Flags(reg *controllers.Registry) cliflag.NamedFlagSets {
 		o.Controllers[name].AddFlags(fss.FlagSet(name))
 	}
 	o.Debugging.AddFlags(fss.FlagSet("debugging"))
+	o.Metrics.AddFlags(fss.FlagSet("metrics"))
 	logsapi.AddFlags(o.Logs, fss.FlagSet("logs"))
 	misc := fss.FlagSet("misc")
 	// component-base's --version: true, raw (every field) or vX.Y.Z (sets the reported
@@ -81,6 +89,11 @@ func (o *Options) Validate(reg *controllers.Registry) []error {
 	errs = append(errs, o.LeaderElection.Validate()...)
 	errs = append(errs, o.Sharding.Validate(o.LeaderElection.LeaderElect, o.LeaderElection.APIServerFence)...)
 	errs = append(errs, o.Serving.Validate()...)
+	for _, err := range o.Metrics.Validate() {
+		// The library names its configuration fields; say which flags they are.
+		errs = append(errs, fmt.Errorf("metrics flags (--show-hidden-metrics-for-version, --disabled-metrics, "+
+			"--allow-metric-labels, --allow-metric-labels-manifest): %w", err))
+	}
 	for _, name := range o.controllerNames(reg) {
 		errs = append(errs, o.Controllers[name].Validate()...)
 	}
@@ -102,17 +115,20 @@ func (o *Options) Config(reg *controllers.Registry) (*Config, error) {
 		MinResyncPeriod:              o.Generic.MinResyncPeriod,
 		ControllerShutdownTimeout:    o.Generic.ControllerShutdownTimeout,
 		ControllerSyncStuckThreshold: o.Generic.ControllerSyncStuckThreshold,
+		ControllerStartInterval:      o.Generic.ControllerStartInterval,
 		UseServiceAccountCredentials: o.Generic.UseServiceAccountCredentials,
 		LeaderElection:               *o.LeaderElection,
 		Sharding:                     *o.Sharding,
 		Serving: ServingConfig{
-			SecureServing:   o.Serving.SecureServing,
-			Authentication:  o.Serving.Authentication,
-			Authorization:   o.Serving.Authorization,
-			EnableProfiling: o.Debugging.EnableProfiling,
-			Flags:           o.flagSets,
+			SecureServing:             o.Serving.SecureServing,
+			Authentication:            o.Serving.Authentication,
+			Authorization:             o.Serving.Authorization,
+			EnableProfiling:           o.Debugging.EnableProfiling,
+			EnableContentionProfiling: o.Debugging.EnableContentionProfiling,
+			Flags:                     o.flagSets,
 		},
 	}
+	applyMetrics(o.Metrics)
 	c.Controllers.Options = map[string]controllers.Options{}
 	for _, name := range o.controllerNames(reg) {
 		c.Controllers.Options[name] = o.Controllers[name]
@@ -138,4 +154,21 @@ func (o *Options) controllerNames(reg *controllers.Registry) []string {
 		names = append(names, d.Name)
 	}
 	return names
+}
+
+// applyMetrics applies the metrics flags as upstream's ApplyTo does with Options.Apply:
+// shown, hidden and disabled metrics and the label allow-lists are process-wide state of
+// component-base's registries. Unlike Apply, it does not log an error for the unset
+// --allow-metric-labels-manifest.
+func applyMetrics(o *metrics.Options) {
+	if o.ShowHiddenMetricsForVersion != "" {
+		metrics.SetShowHidden()
+	}
+	metrics.SetDisabledMetrics(o.DisabledMetrics)
+	switch {
+	case o.AllowListMapping != nil:
+		metrics.SetLabelAllowList(o.AllowListMapping)
+	case o.AllowListMappingManifest != "":
+		metrics.SetLabelAllowListFromManifest(o.AllowListMappingManifest)
+	}
 }

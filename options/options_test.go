@@ -102,8 +102,11 @@ func TestDefaultsMatchKubeControllerManager(t *testing.T) {
 	if cfg.MinResyncPeriod != 12*time.Hour || cfg.ControllerShutdownTimeout != 10*time.Second {
 		t.Errorf("min resync %s, shutdown timeout %s", cfg.MinResyncPeriod, cfg.ControllerShutdownTimeout)
 	}
+	if cfg.ControllerStartInterval != 0 {
+		t.Errorf("controller start interval %s, want 0 (upstream's)", cfg.ControllerStartInterval)
+	}
 	s := cfg.Serving
-	if s.SecureServing.BindAddress.String() != "0.0.0.0" || s.SecureServing.BindPort != 10257 || !s.EnableProfiling ||
+	if s.SecureServing.BindAddress.String() != "0.0.0.0" || s.SecureServing.BindPort != 10257 || !s.EnableProfiling || s.EnableContentionProfiling ||
 		s.SecureServing.ServerCert.CertDirectory != "" || s.SecureServing.ServerCert.CertKey.CertFile != "" {
 		t.Errorf("serving = %+v, want HTTPS on 0.0.0.0:10257, an in-memory certificate, profiling", s.SecureServing)
 	}
@@ -130,7 +133,7 @@ func TestFlagsAreAppliedToConfig(t *testing.T) {
 		"--min-resync-period=1h", "--controller-shutdown-timeout=30s",
 		"--leader-elect=false", "--secure-port=0", "--bind-address=127.0.0.1", "--profiling=false",
 		"--authentication-kubeconfig=/authn", "--authorization-kubeconfig=/authz", "--authorization-always-allow-paths=/healthz",
-		"--feature-gates=PodDeletionCost=false",
+		"--feature-gates=PodDeletionCost=false", "--contention-profiling", "--controller-start-interval=2s",
 	).Config(reg)
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +157,8 @@ func TestFlagsAreAppliedToConfig(t *testing.T) {
 	if want := []string{"deployment-controller", "replicaset-controller"}; !reflect.DeepEqual(cfg.EnabledControllers, want) {
 		t.Errorf("enabled = %q, want %q", cfg.EnabledControllers, want)
 	}
-	if cfg.LeaderElection.LeaderElect || cfg.MinResyncPeriod != time.Hour || cfg.ControllerShutdownTimeout != 30*time.Second {
+	if cfg.LeaderElection.LeaderElect || cfg.MinResyncPeriod != time.Hour || cfg.ControllerShutdownTimeout != 30*time.Second ||
+		cfg.ControllerStartInterval != 2*time.Second || !cfg.Serving.EnableContentionProfiling {
 		t.Errorf("config = %+v", cfg)
 	}
 	if s := cfg.Serving; s.SecureServing.BindAddress.String() != "127.0.0.1" || s.SecureServing.BindPort != 0 || s.EnableProfiling ||
@@ -180,6 +184,10 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 			[]string{"--controller-shutdown-timeout must not be negative, got -1s"}},
 		{"negative stuck-sync threshold", []string{"--controller-sync-stuck-threshold=-1s"},
 			[]string{"--controller-sync-stuck-threshold must not be negative (0 turns the check off), got -1s"}},
+		{"negative start interval", []string{"--controller-start-interval=-1s"},
+			[]string{"--controller-start-interval must not be negative (0 starts the controllers at once), got -1s"}},
+		{"hidden metrics of a version that is not the previous one", []string{"--show-hidden-metrics-for-version=1.99"},
+			[]string{`(--show-hidden-metrics-for-version, --disabled-metrics, --allow-metric-labels, --allow-metric-labels-manifest): metrics.showHiddenMetricsForVersion: Invalid value: "1.99"`}},
 		{"unknown controller", []string{"--controllers=*,-foo"}, []string{`"foo" is not in the list of known controllers`}},
 		{"zero replicaset workers", []string{"--concurrent-replicaset-syncs=0"},
 			[]string{"--concurrent-replicaset-syncs must be greater than 0, got 0"}},

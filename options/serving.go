@@ -103,10 +103,14 @@ func (f *removedFlag) Set(v string) error {
 type DebuggingOptions struct {
 	// EnableProfiling serves /debug/pprof.
 	EnableProfiling bool
+	// EnableContentionProfiling records every blocking event for /debug/pprof/block,
+	// with --profiling only, as upstream.
+	EnableContentionProfiling bool
 }
 
-// NewDebuggingOptions returns upstream's default: profiling on. It is safe because
-// /debug/pprof is authorized like every path but the health endpoints.
+// NewDebuggingOptions returns upstream's defaults: profiling on, contention profiling
+// off. Profiling is safe on because /debug/pprof is authorized like every path but the
+// health endpoints.
 func NewDebuggingOptions() *DebuggingOptions {
 	return &DebuggingOptions{EnableProfiling: true}
 }
@@ -116,4 +120,7 @@ func (o *DebuggingOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.EnableProfiling, "profiling", o.EnableProfiling,
 		"Enable profiling via web interface host:port/debug/pprof/. Requests are authorized like /metrics "+
 			"(get on the non-resource URL /debug/pprof/*), so only callers granted it can read profiles.")
+	fs.BoolVar(&o.EnableContentionProfiling, "contention-profiling", o.EnableContentionProfiling,
+		"Enable block profiling (/debug/pprof/block), if profiling is enabled. It samples every blocking event "+
+			"of every goroutine, which costs CPU on a busy process: turn it on while investigating, not for good.")
 }

@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	endpointsliceutil "k8s.io/endpointslice/util"
 	"k8s.io/klog/v2"
 
 	"github.com/mini-kcm/mini-kcm/controllers/endpoints/subsets"
@@ -34,7 +35,7 @@ func subsetsFor(logger klog.Logger, service *v1.Service, pods []*v1.Pod) (result
 	}
 
 	for _, pod := range pods {
-		if !includePod(pod, publishNotReady) {
+		if !endpointsliceutil.ShouldPodBeInEndpoints(pod, publishNotReady) {
 			logger.V(5).Info("Pod is not included in the Endpoints of the Service", "pod", klog.KObj(pod), "service", klog.KObj(service))
 			continue
 		}
@@ -45,7 +46,7 @@ func subsetsFor(logger klog.Logger, service *v1.Service, pods []*v1.Pod) (result
 			logger.V(2).Info("Pod has no IP of the Service's family", "pod", klog.KObj(pod), "service", klog.KObj(service), "clusterIP", service.Spec.ClusterIP, "err", err)
 			continue
 		}
-		if setsHostname(pod, service) {
+		if endpointsliceutil.ShouldSetHostname(pod, service) {
 			addr.Hostname = pod.Spec.Hostname
 		}
 
@@ -68,25 +69,6 @@ func subsetsFor(logger klog.Logger, service *v1.Service, pods []*v1.Pod) (result
 		}
 	}
 	return subsets.Repack(expanded), ready, notReady
-}
-
-// includePod reports whether pod belongs in Endpoints at all: it must not have finished,
-// must have an IP, and must not be terminating unless includeTerminating is set (a
-// Service with publishNotReadyAddresses keeps terminating pods, for StatefulSet peers).
-func includePod(pod *v1.Pod, includeTerminating bool) bool {
-	if podstate.IsTerminal(pod) {
-		return false
-	}
-	if pod.Status.PodIP == "" && len(pod.Status.PodIPs) == 0 {
-		return false
-	}
-	return includeTerminating || pod.DeletionTimestamp == nil
-}
-
-// setsHostname reports whether pod's address carries its hostname: only for the Service
-// named by the pod's subdomain, which is what makes <hostname>.<subdomain> resolve.
-func setsHostname(pod *v1.Pod, service *v1.Service) bool {
-	return pod.Spec.Hostname != "" && pod.Spec.Subdomain == service.Name && service.Namespace == pod.Namespace
 }
 
 // findPort returns the pod port a Service port targets. A numeric targetPort is used as

@@ -206,66 +206,6 @@ func TestFindPort(t *testing.T) {
 	}
 }
 
-func TestIncludePod(t *testing.T) {
-	now := metav1.Now()
-	tests := []struct {
-		name               string
-		phase              v1.PodPhase
-		podIP              string
-		podIPs             []v1.PodIP
-		terminating        bool
-		includeTerminating bool
-		want               bool
-	}{
-		{name: "running with IPs", phase: v1.PodRunning, podIP: "1.2.3.4", podIPs: []v1.PodIP{{IP: "1.2.3.4"}}, want: true},
-		{name: "pending with IPs", phase: v1.PodPending, podIP: "1.2.3.4", podIPs: []v1.PodIP{{IP: "1.2.3.4"}}, want: true},
-		{name: "unknown phase with IPs", phase: v1.PodUnknown, podIP: "1.2.3.4", podIPs: []v1.PodIP{{IP: "1.2.3.4"}}, want: true},
-		{name: "only podIP", phase: v1.PodRunning, podIP: "1.2.3.4", want: true},
-		{name: "only podIPs", phase: v1.PodRunning, podIPs: []v1.PodIP{{IP: "1.2.3.4"}}, want: true},
-		{name: "no IP", phase: v1.PodRunning, want: false},
-		{name: "failed", phase: v1.PodFailed, podIP: "1.2.3.4", want: false},
-		{name: "succeeded", phase: v1.PodSucceeded, podIP: "1.2.3.4", want: false},
-		{name: "succeeded, terminating kept", phase: v1.PodSucceeded, podIP: "1.2.3.4", terminating: true, includeTerminating: true, want: false},
-		{name: "terminating", phase: v1.PodRunning, podIP: "1.2.3.4", terminating: true, want: false},
-		{name: "terminating kept", phase: v1.PodRunning, podIP: "1.2.3.4", terminating: true, includeTerminating: true, want: true},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			pod := &v1.Pod{Status: v1.PodStatus{Phase: tc.phase, PodIP: tc.podIP, PodIPs: tc.podIPs}}
-			if tc.terminating {
-				pod.DeletionTimestamp = &now
-			}
-			if got := includePod(pod, tc.includeTerminating); got != tc.want {
-				t.Errorf("includePod() = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
-func TestSetsHostname(t *testing.T) {
-	tests := []struct {
-		name                          string
-		hostname, subdomain, podNS    string
-		serviceName, serviceNamespace string
-		want                          bool
-	}{
-		{"hostname and matching subdomain", "web-0", "web", "ns", "web", "ns", true},
-		{"no hostname", "", "web", "ns", "web", "ns", false},
-		{"subdomain names another Service", "web-0", "other", "ns", "web", "ns", false},
-		{"no subdomain", "web-0", "", "ns", "web", "ns", false},
-		{"Service in another namespace", "web-0", "web", "ns", "web", "other", false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: tc.podNS}, Spec: v1.PodSpec{Hostname: tc.hostname, Subdomain: tc.subdomain}}
-			service := &v1.Service{ObjectMeta: metav1.ObjectMeta{Name: tc.serviceName, Namespace: tc.serviceNamespace}}
-			if got := setsHostname(pod, service); got != tc.want {
-				t.Errorf("setsHostname() = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
 func TestEndpointPortForCopiesNameProtocolAndAppProtocol(t *testing.T) {
 	for _, appProtocol := range []*string{nil, new("http")} {
 		servicePort := &v1.ServicePort{Name: "test", Protocol: v1.ProtocolUDP, AppProtocol: appProtocol}

@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
+	endpointsliceutil "k8s.io/endpointslice/util"
 	"k8s.io/klog/v2"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
@@ -109,7 +110,7 @@ type Controller struct {
 	// podQueue holds pod events waiting to be matched against the Services of their
 	// namespace, which can be costly and so is kept off the informer's goroutine.
 	// Projections are pointers, so every event is handled on its own.
-	podQueue *queueworker.Queue[*podProjection]
+	podQueue *queueworker.Queue[*endpointsliceutil.PodProjectionKey]
 	// running is set when Run starts. Until then pod events are not queued: nothing
 	// would drain them, and since projections are never deduplicated, a warm standby
 	// (whose informers run for as long as it stands by) would queue one per pod event
@@ -123,7 +124,7 @@ type Controller struct {
 	workerLoopPeriod time.Duration
 
 	// triggerTimes computes the last-change-trigger-time annotation.
-	triggerTimes *triggerTimeTracker
+	triggerTimes *endpointsliceutil.TriggerTimeTracker
 	// staleEndpoints detects an Endpoints cache that has not yet seen our last update.
 	staleEndpoints *staleEndpointsTracker
 }
@@ -140,7 +141,7 @@ func NewController(ctx context.Context, podInformer coreinformers.PodInformer, s
 		endpointsLister:  endpointsInformer.Lister(),
 		batchPeriod:      batchPeriod,
 		workerLoopPeriod: time.Second,
-		triggerTimes:     newTriggerTimeTracker(),
+		triggerTimes:     endpointsliceutil.NewTriggerTimeTracker(),
 		staleEndpoints:   newStaleEndpointsTracker(),
 	}
 	retry := queueworker.Retry{MaxRetries: maxRetries}
@@ -221,12 +222,8 @@ func (c *Controller) onPodEvent(oldObj, newObj any) {
 	if !c.running.Load() {
 		return
 	}
-	projection, err := projectPodEvent(oldObj, newObj)
-	if err != nil {
-		utilruntime.HandleError(err)
-		return
-	}
-	if projection != nil {
+	// The library reports an event without a pod itself, and returns nil for it.
+	if projection := endpointsliceutil.GetPodUpdateProjectionKey(oldObj, newObj); projection != nil {
 		c.podQueue.Add(projection)
 	}
 }
@@ -273,12 +270,12 @@ func (c *Controller) checkLeftoverEndpoints(ctx context.Context) {
 // syncPod queues, after the batch period, every Service whose Endpoints a pod event may
 // change. A Service already waiting keeps its earlier time, which is what batches the
 // pod events of one period into one sync.
-func (c *Controller) syncPod(ctx context.Context, projection *podProjection) error {
+func (c *Controller) syncPod(ctx context.Context, projection *endpointsliceutil.PodProjectionKey) error {
 	keys, err := servicesToSync(c.serviceIndexer, projection)
 	if err != nil {
 		return err
 	}
-	klog.FromContext(ctx).V(4).Info("Pod event affects services", "namespace", projection.namespace, "services", keys.UnsortedList())
+	klog.FromContext(ctx).V(4).Info("Pod event affects services", "namespace", projection.Namespace, "services", keys.UnsortedList())
 	for key := range keys {
 		c.queue.AddAfter(key, c.batchPeriod)
 	}

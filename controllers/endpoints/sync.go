@@ -118,7 +118,7 @@ func (c *Controller) planWrite(logger klog.Logger, namespace, name string, earli
 	}
 	// Observed before deciding whether to write, so that a no-op sync still moves the
 	// tracker on and a later write does not report a change that was already published.
-	triggerTime := c.triggerTimes.observe(service, pods)
+	triggerTime := c.triggerTimes.ComputeEndpointLastChangeTriggerTime(service.Namespace, service, pods)
 	if triggerTime.IsZero() || !earlierTrigger.IsZero() && earlierTrigger.Before(triggerTime) {
 		triggerTime = earlierTrigger
 	}
@@ -212,7 +212,7 @@ func (c *Controller) deleteEndpoints(ctx context.Context, namespace, name string
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting endpoints %s/%s of deleted service: %w", namespace, name, err)
 	}
-	c.triggerTimes.forget(namespace, name)
+	c.triggerTimes.DeleteService(namespace, name)
 	c.staleEndpoints.forget(namespace, name)
 	return nil
 }

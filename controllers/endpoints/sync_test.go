@@ -658,9 +658,9 @@ func TestSyncForgetsStateOfDeletedService(t *testing.T) {
 	}
 	f.mustSync("ns", "foo")
 
-	if len(f.controller.triggerTimes.services) != 0 || len(f.controller.staleEndpoints.replaced) != 0 {
+	if len(f.controller.triggerTimes.ServiceStates) != 0 || len(f.controller.staleEndpoints.replaced) != 0 {
 		t.Errorf("state of the deleted Service kept: trigger times %v, replaced versions %v",
-			f.controller.triggerTimes.services, f.controller.staleEndpoints.replaced)
+			f.controller.triggerTimes.ServiceStates, f.controller.staleEndpoints.replaced)
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 	core "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/mini-kcm/mini-kcm/app/cachedpod"
+	"github.com/mini-kcm/mini-kcm/app/cachetrim"
 )
 
 var web = map[string]string{"app": "web"}
@@ -193,7 +193,7 @@ func TestSyncFailsAsStaleWhileTheCacheMissesOurLastWrite(t *testing.T) {
 	}
 }
 
-// The shared informers trim pods (app/cachedpod) to the fields the controllers read;
+// The shared informers trim pods (app/cachetrim) to the fields the controllers read;
 // every field the library reads must survive, or slices would silently lose hostnames,
 // named ports, sidecar ports or addresses. The slices for trimmed and untrimmed pods
 // must be the same.
@@ -246,7 +246,7 @@ func TestTrimmedPodsYieldTheSameSlicesAsWholePods(t *testing.T) {
 	want := slicesFor(full())
 	trimmed := full()
 	for _, p := range trimmed {
-		cachedpod.Trim(p)
+		cachetrim.Trim(p)
 	}
 	got := slicesFor(trimmed)
 

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/kubernetes/scheme"
 
-	"github.com/mini-kcm/mini-kcm/app/cachedpod"
+	"github.com/mini-kcm/mini-kcm/app/cachetrim"
 )
 
 // watchedPod is one pod of the end-to-end benchmarks as a pod watch delivers it, in the
@@ -58,5 +58,5 @@ func BenchmarkDecodePodWhole(b *testing.B) {
 
 // BenchmarkDecodePodTrimmed decodes it as mini-kcm's informers do.
 func BenchmarkDecodePodTrimmed(b *testing.B) {
-	benchmarkDecode(b, cachedpod.Decoder{Decoder: wholeDecoder})
+	benchmarkDecode(b, cachetrim.Decoder{Decoder: wholeDecoder})
 }

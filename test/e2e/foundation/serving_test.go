@@ -62,8 +62,14 @@ func TestServingAuthenticatesAndAuthorizesEverythingButHealth(t *testing.T) {
 		wantStatus(t, r, anonymous, "anonymous", path, http.StatusOK)
 	}
 
-	t.Log("anonymous callers get nothing else")
-	for _, path := range []string{"/metrics", "/debug/pprof/", "/debug/pprof/heap", "/statusz", "/flagz"} {
+	t.Log("anonymous callers see which checks pass, not the reason a check fails")
+	code, body, err := r.GetWith(anonymous, "/readyz?verbose")
+	if err != nil || code != http.StatusOK || !strings.Contains(body, "[+]controllers ok") {
+		t.Errorf("anonymous GET /readyz?verbose = %d %q (%v), want 200 listing the checks", code, body, err)
+	}
+
+	t.Log("anonymous callers get nothing else, not even one check's answer")
+	for _, path := range []string{"/metrics", "/debug/pprof/", "/debug/pprof/heap", "/statusz", "/statusz/replica", "/flagz", "/readyz/controllers", "/livez/ping"} {
 		wantStatus(t, r, anonymous, "anonymous", path, http.StatusUnauthorized, http.StatusForbidden)
 	}
 
@@ -122,7 +128,7 @@ func TestServingAuthenticatesAndAuthorizesEverythingButHealth(t *testing.T) {
 		t.Fatal(err)
 	}
 	admin := cp.HTTPSClient(&cert)
-	for _, path := range []string{"/metrics", "/debug/pprof/", "/statusz", "/flagz", "/readyz?verbose"} {
+	for _, path := range []string{"/metrics", "/debug/pprof/", "/statusz", "/statusz/replica", "/flagz", "/readyz?verbose", "/readyz/controllers", "/healthz/leaderElection"} {
 		wantStatus(t, r, admin, "system:masters", path, http.StatusOK)
 	}
 
@@ -137,7 +143,7 @@ func TestServingAuthenticatesAndAuthorizesEverythingButHealth(t *testing.T) {
 		t.Errorf("/flagz = %v, want kind Flagz with the flags in effect", flagz)
 	}
 
-	t.Log("/statusz's text says which replica leads the Lease, and what it runs")
+	t.Log("/statusz/replica says which replica leads the Lease, and what it runs")
 	lease := f.LeaseNamespace + "/" + f.LeaseName
 	holder, err := f.Holder()
 	if err != nil {
@@ -170,22 +176,21 @@ func TestServingAuthenticatesAndAuthorizesEverythingButHealth(t *testing.T) {
 	}
 }
 
-// statuszDelimiter matches the separator between a name and its value in /statusz's
-// text: the library draws one for every response, so that nobody parses the page.
-const statuszDelimiter = `(:|: |=| ) `
+// statuszDelimiter is the separator between a name and its value in /statusz/replica.
+const statuszDelimiter = `: `
 
-// statuszSays checks that the replica's /statusz text has a line matching each pattern.
+// statuszSays checks that the replica's /statusz/replica has a line matching each pattern.
 func statuszSays(r *framework.Replica, lines ...string) error {
-	code, body, err := r.Get("/statusz")
+	code, body, err := r.Get("/statusz/replica")
 	if err != nil {
 		return err
 	}
 	if code != http.StatusOK {
-		return fmt.Errorf("%s /statusz = %d %q", r.Name, code, body)
+		return fmt.Errorf("%s /statusz/replica = %d %q", r.Name, code, body)
 	}
 	for _, line := range lines {
 		if !regexp.MustCompile(`(?m)^` + line).MatchString(body) {
-			return fmt.Errorf("%s /statusz has no line matching %q:\n%s", r.Name, line, body)
+			return fmt.Errorf("%s /statusz/replica has no line matching %q:\n%s", r.Name, line, body)
 		}
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -207,10 +208,27 @@ func (r *Replica) WaitReady(t testing.TB, timeout time.Duration) {
 			return err
 		}
 		if code != http.StatusOK {
-			return fmt.Errorf("%s /readyz returned %d:\n%s", r.Name, code, body)
+			return fmt.Errorf("%s /readyz returned %d:\n%s%s", r.Name, code, body, r.failureReasons("/readyz", body))
 		}
 		return nil
 	})
+}
+
+// failureReasons asks endpoint/<check> for the reason of every check that a verbose
+// answer of endpoint lists as failed: the root path withholds them.
+func (r *Replica) failureReasons(endpoint, body string) string {
+	var reasons strings.Builder
+	for line := range strings.SplitSeq(body, "\n") {
+		name, failed := strings.CutPrefix(line, "[-]")
+		if !failed {
+			continue
+		}
+		name, _, _ = strings.Cut(name, " ")
+		if _, reason, err := r.Get(endpoint + "/" + name); err == nil {
+			fmt.Fprintf(&reasons, "%s/%s: %s\n", endpoint, name, strings.TrimSpace(reason))
+		}
+	}
+	return reasons.String()
 }
 
 // Metrics scrapes /metrics.

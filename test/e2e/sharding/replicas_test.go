@@ -48,10 +48,10 @@ func TestShardedReplicasShareTheNamespacesWithOneWriterEach(t *testing.T) {
 	waitForFairShares(t, f, replicas, 2)
 	for _, r := range replicas {
 		r.WaitReady(t, 30*time.Second)
-		code, body, err := r.Get("/statusz")
+		code, body, err := r.Get("/statusz/replica")
 		if err != nil || code != 200 || !strings.Contains(body, fmt.Sprintf("%d shards, plan epoch", shardCount)) ||
 			!strings.Contains(body, "3 live replicas, fair share 2") {
-			t.Errorf("%s /statusz: %d %v\n%s", r.Name, code, err, body)
+			t.Errorf("%s /statusz/replica: %d %v\n%s", r.Name, code, err, body)
 		}
 	}
 	if epoch := activeEpoch(t, f); epoch.Number < 2 {

@@ -1,10 +1,11 @@
-// Package cachedpod trims pods before they enter the shared informer cache, keeping only
-// what mini-kcm's controllers read. Pods are by far the most numerous objects in the
-// cache, and most of a pod (container images, commands, environment, resources, probes,
-// volumes, tolerations, annotations, container states) is for the kubelet and the
-// scheduler: dropping it roughly halves the memory a cached pod takes.
+// Package cachetrim trims objects before they enter the shared informer cache, keeping
+// only what mini-kcm's controllers read: of pods, most of the object; of the four other
+// cached kinds (Services, Endpoints, ReplicaSets, Deployments), the managedFields. Pods are
+// by far the most numerous objects in the cache, and most of a pod (container images,
+// commands, environment, resources, probes, volumes, tolerations, annotations, container
+// states) is for the kubelet and the scheduler.
 //
-// The controllers read, and Trim keeps:
+// Of a pod, the controllers read, and Trim keeps:
 //
 //   - all metadata (names, UID, resourceVersion, labels, ownerReferences, timestamps,
 //     finalizers) except managedFields and annotations, of which only the
@@ -25,7 +26,7 @@
 // TestTrimKeepsWhatControllersRead); it would otherwise see the field empty. Cached pods
 // are never written back: controllers change pods only through patches and deletes, so
 // nothing trimmed here can be lost on the apiserver.
-package cachedpod
+package cachetrim
 
 import (
 	v1 "k8s.io/api/core/v1"

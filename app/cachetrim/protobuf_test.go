@@ -1,4 +1,4 @@
-package cachedpod
+package cachetrim
 
 import (
 	"bytes"

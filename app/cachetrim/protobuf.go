@@ -1,10 +1,11 @@
-package cachedpod
+package cachetrim
 
 import (
 	"bytes"
 	"reflect"
 	"sync"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -178,7 +179,7 @@ func appendPodStatus(dst, src []byte) ([]byte, error) {
 }
 
 // keepOnly returns a filter that keeps the fields nums, whole.
-func keepOnly(nums ...uint64) filter {
+func keepOnly(nums ...protowire.Number) filter {
 	return func(dst, src []byte) ([]byte, error) {
 		return keepFields(dst, src, func(dst []byte, f field) ([]byte, error) {
 			for _, n := range nums {
@@ -309,7 +310,7 @@ var buffers = sync.Pool{New: func() any { return new([]byte) }}
 func unwrap(src []byte) (apiVersion, kind string, raw []byte, ok bool) {
 	for len(src) > 0 {
 		f, rest, err := nextField(src)
-		if err != nil || f.typ != wireBytes && (f.num == fieldUnknownTypeMeta || f.num == fieldUnknownRaw) {
+		if err != nil || f.typ != protowire.BytesType && (f.num == fieldUnknownTypeMeta || f.num == fieldUnknownRaw) {
 			return "", "", nil, false
 		}
 		switch f.num {
