@@ -25,3 +25,9 @@ func descriptors() []controllers.Descriptor {
 func newRegistry() *controllers.Registry {
 	return controllers.MustNewRegistry(descriptors()...)
 }
+
+// ControllerNames returns the canonical names of the compiled-in controllers: what a
+// cluster running mini-kcm turns off in its kube-controller-manager.
+func ControllerNames() []string {
+	return newRegistry().Names()
+}
