@@ -84,10 +84,16 @@ func TestStaticPodTakesTheLeaseAndReconciles(t *testing.T) {
 	scaleSample(t, 2)
 }
 
-// readStaticPod reads the Pod manifest of deploy/static-pod.
+// readStaticPod reads the Pod manifest of deploy/static-pod (wherever below it).
 func readStaticPod(t *testing.T) *corev1.Pod {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(repoPath(t, "deploy/static-pod"), "*.yaml"))
+	var files []string
+	err := filepath.WalkDir(repoPath(t, "deploy/static-pod"), func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && filepath.Ext(path) == ".yaml" {
+			files = append(files, path)
+		}
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
