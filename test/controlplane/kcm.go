@@ -16,10 +16,7 @@ import (
 // controllers configured with the keys the apiserver trusts. It serves nothing, and
 // it is ready once the service account controller made the default ServiceAccount.
 func (cp *ControlPlane) startControllerManager(ctx context.Context) error {
-	controllers := "*,bootstrapsigner,tokencleaner"
-	for _, name := range cp.opts.NodeControllersOff {
-		controllers += ",-" + name
-	}
+	controllers := nodeControllers(cp.opts.NodeControllersOff)
 	kubeconfig, err := cp.AddUser("kube-controller-manager", "system:masters")
 	if err != nil {
 		return err
@@ -45,4 +42,14 @@ func (cp *ControlPlane) startControllerManager(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// nodeControllers is kube-controller-manager's --controllers in node mode: kubeadm's
+// value with the given controllers turned off.
+func nodeControllers(off []string) string {
+	controllers := "*,bootstrapsigner,tokencleaner"
+	for _, name := range off {
+		controllers += ",-" + name
+	}
+	return controllers
 }

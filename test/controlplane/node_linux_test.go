@@ -37,3 +37,13 @@ func TestParseMountInfoUnescapesMountPointsAndReadsTheType(t *testing.T) {
 		t.Errorf("parseMountInfo = %v, want %v", got, want)
 	}
 }
+
+// kubeadm runs kube-controller-manager with bootstrapsigner and tokencleaner on top of
+// the defaults; node mode keeps them and turns off only what it is told.
+func TestNodeControllersKeepKubeadmsAndTurnOffExactlyTheGivenOnes(t *testing.T) {
+	got := nodeControllers([]string{"deployment-controller", "replicaset-controller"})
+	want := "*,bootstrapsigner,tokencleaner,-deployment-controller,-replicaset-controller"
+	if got != want {
+		t.Errorf("nodeControllers = %q, want %q", got, want)
+	}
+}
