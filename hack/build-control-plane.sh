@@ -2,7 +2,10 @@
 # Builds the real control plane used by tests, benchmarks and `make run`: etcd,
 # kube-apiserver, kube-scheduler, kube-controller-manager (which e2e suites and
 # benchmarks run beside mini-kcm) and the KWOK fake kubelet, all from source through the
-# Go module proxy. It always builds all of them: whatever `make test` needs, it builds.
+# Go module proxy; and what the local node (test/e2e/node) runs: kubelet, kube-proxy,
+# kubectl (which applies deploy/ with its built-in kustomize, as users do), and the
+# image tools of hack/tools/images (the pause and sample-server programs, node-images).
+# It always builds all of them: whatever `make test` needs, it builds.
 # `--list` prints their names (test/controlplane checks them against what it launches).
 #
 # Binaries are cached outside the checkout, keyed by version, and only missing ones are
@@ -32,7 +35,8 @@ build() {
 	echo ">> built $name in $((SECONDS - start))s" >&2
 }
 
-binaries=(etcd kube-apiserver kube-scheduler kwok kube-controller-manager)
+binaries=(etcd kube-apiserver kube-scheduler kwok kube-controller-manager
+	kubelet kube-proxy kubectl pause sample-server node-images)
 if [[ "${1:-}" == --list ]]; then
 	printf '%s\n' "${binaries[@]}"
 	exit 0
@@ -71,5 +75,12 @@ build kube-apiserver kube k8s.io/kubernetes/cmd/kube-apiserver
 build kube-scheduler kube k8s.io/kubernetes/cmd/kube-scheduler
 build kwok kwok sigs.k8s.io/kwok/cmd/kwok
 build kube-controller-manager kube k8s.io/kubernetes/cmd/kube-controller-manager
+# The node's binaries reuse most of the packages built above: about a minute each.
+build kubelet kube k8s.io/kubernetes/cmd/kubelet
+build kube-proxy kube k8s.io/kubernetes/cmd/kube-proxy
+build kubectl kube k8s.io/kubernetes/cmd/kubectl
+build pause images ./pause
+build sample-server images ./sample-server
+build node-images images ./node-images
 echo ">> control plane built in $((SECONDS - total_start))s" >&2
 echo "$bin_dir"

@@ -43,7 +43,10 @@ func (cp *ControlPlane) writeAPIServerFiles() error {
 	if cp.ca, err = newCertificateAuthority(); err != nil {
 		return err
 	}
-	serving, err := cp.ca.issue(pkix.Name{CommonName: "kube-apiserver"}, x509.ExtKeyUsageServerAuth)
+	// The node's pods reach the apiserver at the kubernetes Service's ClusterIP, which
+	// kube-proxy translates to the forwarded address: both must be in the certificate.
+	serving, err := cp.ca.issue(pkix.Name{CommonName: "kube-apiserver"}, x509.ExtKeyUsageServerAuth,
+		kubernetesServiceIP, nodeAPIServerIP)
 	if err != nil {
 		return err
 	}
@@ -98,11 +101,6 @@ func (cp *ControlPlane) apiServerArgs() []string {
 	args := []string{
 		"--etcd-servers=http://127.0.0.1:" + strconv.Itoa(cp.ports.etcdClient),
 		"--bind-address=127.0.0.1",
-		// The apiserver would publish its advertise address as the endpoints of the
-		// default/kubernetes Service, which must not be a loopback address; nothing here
-		// needs those endpoints, and loopback keeps the harness off the host's network.
-		"--advertise-address=127.0.0.1",
-		"--endpoint-reconciler-type=none",
 		"--secure-port=" + strconv.Itoa(cp.ports.apiServer),
 		"--cert-dir=" + filepath.Join(cp.dir, "pki"),
 		"--tls-cert-file=" + cp.pkiPath("apiserver.crt"),
@@ -110,11 +108,6 @@ func (cp *ControlPlane) apiServerArgs() []string {
 		"--client-ca-file=" + cp.pkiPath("ca.crt"),
 		"--authorization-mode=RBAC",
 		"--service-cluster-ip-range=" + serviceClusterIPRange,
-		// No service account controller runs, so no pod could pass ServiceAccount; the
-		// signer stays configured so that TokenRequest still works. TaintNodesByCondition
-		// taints every new node not-ready until the node lifecycle controller (which no
-		// one runs here) lifts it, so no pod would ever schedule.
-		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + cp.pkiPath("service-account.key"),
 		"--service-account-signing-key-file=" + cp.pkiPath("service-account.key"),
@@ -126,6 +119,29 @@ func (cp *ControlPlane) apiServerArgs() []string {
 		// Tests clean their namespaces with DeleteCollection, which deletes one object
 		// at a time by default (about 10s per 600 pods).
 		"--delete-collection-workers=8",
+	}
+	if cp.opts.Node {
+		// As in a real cluster: the kubernetes Service's endpoint is the apiserver's
+		// advertised address, here the forwarded one inside the node's network
+		// namespace, and every admission plugin is on (kube-controller-manager runs the
+		// service account and node lifecycle controllers they rely on).
+		args = append(args,
+			"--advertise-address="+nodeAPIServerIP.String(),
+			"--endpoint-reconciler-type=lease")
+	} else {
+		args = append(args,
+			// The apiserver would publish its advertise address as the endpoints of the
+			// default/kubernetes Service, which must not be a loopback address; nothing
+			// here needs those endpoints, and loopback keeps the harness off the host's
+			// network.
+			"--advertise-address=127.0.0.1",
+			"--endpoint-reconciler-type=none",
+			// No service account controller runs, so no pod could pass ServiceAccount;
+			// the signer stays configured so that TokenRequest still works.
+			// TaintNodesByCondition taints every new node not-ready until the node
+			// lifecycle controller (which no one runs here) lifts it, so no pod would
+			// ever schedule.
+			"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition")
 	}
 	return append(args, cp.opts.ExtraAPIServerArgs...)
 }

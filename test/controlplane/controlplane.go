@@ -37,6 +37,17 @@ type Options struct {
 	// Nodes is the number of fake nodes to register; it needs KWOK. The nodes are
 	// untainted and schedulable, so plain pod templates need no tolerations.
 	Nodes int
+	// Node runs one real node (kubelet, containerd, CNI, kube-proxy) in a network
+	// namespace of its own, and with it what a real cluster runs besides: the
+	// ServiceAccount admission plugin, kube-controller-manager with the controllers
+	// mini-kcm replaces turned off, and a kubernetes Service that pods reach. It needs
+	// root and a few system packages (see NodeSupported) and implies Scheduler; see
+	// node_linux.go for where everything listens.
+	Node bool
+	// NodeControllersOff are the controllers of kube-controller-manager that node mode
+	// turns off: mini-kcm's (the suites pass its registry's names). The rest run, as
+	// kubeadm runs them (--controllers=*,bootstrapsigner,tokencleaner).
+	NodeControllersOff []string
 	// ExtraAPIServerArgs are appended to the kube-apiserver flags and so override them.
 	ExtraAPIServerArgs []string
 	// StartTimeout bounds the start of each component; zero means 2 minutes, enough for
@@ -52,15 +63,23 @@ const (
 	KubeAPIServer = "kube-apiserver"
 	KubeScheduler = "kube-scheduler"
 	KWOK          = "kwok"
-	// KubeControllerManager is not part of a ControlPlane; the e2e suites and the
-	// benchmarks start it beside mini-kcm to compare the two.
+	// KubeControllerManager is part of a ControlPlane only in node mode; the e2e suites
+	// and the benchmarks start it beside mini-kcm to compare the two.
 	KubeControllerManager = "kube-controller-manager"
 )
 
 // Binaries are every binary the harness, the e2e suites and the benchmarks launch.
 // hack/build-control-plane.sh builds exactly these (a test checks it), so that
 // `make test` on an empty cache builds all it needs.
-var Binaries = []string{Etcd, KubeAPIServer, KubeScheduler, KWOK, KubeControllerManager}
+var Binaries = []string{Etcd, KubeAPIServer, KubeScheduler, KWOK, KubeControllerManager,
+	Kubelet, KubeProxy, Kubectl, "pause", "sample-server", NodeImages}
+
+// Kubectl applies deploy/ to the node (with its built-in kustomize, as users do), and
+// NodeImages builds the node's images (hack/tools/images).
+const (
+	Kubectl    = "kubectl"
+	NodeImages = "node-images"
+)
 
 // ControlPlane is a running local control plane. Its methods are safe for concurrent
 // use.
@@ -74,6 +93,7 @@ type ControlPlane struct {
 	restConfig *rest.Config
 	client     kubernetes.Interface
 	nodeNames  []string
+	node       *node
 
 	// mu guards the processes, which StopAPIServer and StartAPIServer replace.
 	mu        sync.Mutex
@@ -105,12 +125,20 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	if opts.BinDir == "" {
 		opts.BinDir = BinDir()
 	}
+	if opts.Node {
+		if opts.KWOK {
+			return nil, errors.New("Options.Node and Options.KWOK are exclusive: a real node runs the pods")
+		}
+		opts.Scheduler = true
+	}
 	if err := checkBinaries(opts); err != nil {
 		return nil, err
 	}
 
 	cp := &ControlPlane{opts: opts, dir: opts.Dir, processes: map[string]*Process{}}
 	if cp.dir == "" {
+		// Abandoned nodes first: their mounts live in the abandoned directories.
+		cleanupAbandonedNodes()
 		removeAbandonedDirs()
 		if cp.dir, err = os.MkdirTemp("", tempDirPrefix); err != nil {
 			return nil, fmt.Errorf("creating control plane directory: %w", err)
@@ -166,6 +194,14 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	}
 	if opts.Scheduler {
 		if err := cp.startScheduler(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Node {
+		if err := cp.startControllerManager(ctx); err != nil {
+			return nil, err
+		}
+		if err := cp.startNode(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -228,6 +264,12 @@ var userNamePattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9:._-]*$`)
 // for it, returning the kubeconfig's path. The user has no permissions unless a group
 // grants them (e.g. system:masters) or RBAC objects name it.
 func (cp *ControlPlane) AddUser(name string, groups ...string) (string, error) {
+	return cp.addUserAt(name, cp.APIServerURL(), groups...)
+}
+
+// addUserAt is AddUser with the apiserver at server, e.g. the forwarded address that
+// the node's components reach.
+func (cp *ControlPlane) addUserAt(name, server string, groups ...string) (string, error) {
 	if !userNamePattern.MatchString(name) {
 		return "", fmt.Errorf("invalid user name %q: want letters, digits and :._-", name)
 	}
@@ -237,7 +279,7 @@ func (cp *ControlPlane) AddUser(name string, groups ...string) (string, error) {
 	}
 	config := clientcmdapi.Config{
 		Clusters: map[string]*clientcmdapi.Cluster{"mini-kcm-local": {
-			Server:                   cp.APIServerURL(),
+			Server:                   server,
 			CertificateAuthorityData: cp.ca.certPEM,
 		}},
 		AuthInfos: map[string]*clientcmdapi.AuthInfo{name: {
@@ -261,7 +303,8 @@ func (cp *ControlPlane) AddUser(name string, groups ...string) (string, error) {
 // removes the directory if Start created it. It is safe to call more than once.
 func (cp *ControlPlane) Stop() error {
 	cp.stopOnce.Do(func() {
-		for _, name := range []string{KWOK, KubeScheduler, KubeAPIServer, Etcd} {
+		cp.stopNode()
+		for _, name := range []string{KWOK, KubeControllerManager, KubeScheduler, KubeAPIServer, Etcd} {
 			cp.stopComponent(name, 10*time.Second)
 		}
 		if cp.removeDir {

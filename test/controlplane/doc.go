@@ -19,6 +19,13 @@
 // service account controller either, so the ServiceAccount admission plugin is off;
 // the token signer is configured, so TokenRequest works.
 //
+// Node mode (Options.Node) is the exception, for the suites that run deploy/ as users
+// do: one real node (kubelet, containerd, CNI bridge, kube-proxy) in a network
+// namespace of its own instead of KWOK, kube-controller-manager with mini-kcm's
+// controllers off, the ServiceAccount admission plugin on, and a kubernetes Service
+// that pods reach; node_linux.go says where each component listens. It needs root and
+// a few packages (NodeSupported says which).
+//
 // Binaries come from `make control-plane` (hack/build-control-plane.sh), which builds
 // them from source into a cache outside the checkout; see BinDir.
 //

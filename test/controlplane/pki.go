@@ -63,9 +63,10 @@ type keyPair struct {
 }
 
 // issue signs a certificate for subject. Serving certificates get the loopback
-// addresses; client certificates carry the user in CN and the groups in O, which is
-// how the apiserver's x509 authenticator reads them.
-func (ca *certificateAuthority) issue(subject pkix.Name, usage x509.ExtKeyUsage) (keyPair, error) {
+// addresses, extraIPs and the kubernetes Service's DNS names (pods on the local node
+// reach the apiserver by those); client certificates carry the user in CN and the
+// groups in O, which is how the apiserver's x509 authenticator reads them.
+func (ca *certificateAuthority) issue(subject pkix.Name, usage x509.ExtKeyUsage, extraIPs ...net.IP) (keyPair, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return keyPair{}, fmt.Errorf("generating key for %q: %w", subject.CommonName, err)
@@ -84,8 +85,9 @@ func (ca *certificateAuthority) issue(subject pkix.Name, usage x509.ExtKeyUsage)
 		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
 	}
 	if usage == x509.ExtKeyUsageServerAuth {
-		template.DNSNames = []string{"localhost"}
-		template.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+		template.DNSNames = []string{"localhost", "kubernetes", "kubernetes.default",
+			"kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}
+		template.IPAddresses = append([]net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, extraIPs...)
 	}
 	der, err := x509.CreateCertificate(rand.Reader, template, ca.cert, key.Public(), ca.key)
 	if err != nil {

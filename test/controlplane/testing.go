@@ -40,7 +40,7 @@ func StartForTest(tb testing.TB, opts Options) *ControlPlane {
 // LogTails returns the last n lines of every component's log, for failure reports.
 func (cp *ControlPlane) LogTails(n int) string {
 	var out string
-	for _, name := range []string{Etcd, KubeAPIServer, KubeScheduler, KWOK} {
+	for _, name := range []string{Etcd, KubeAPIServer, KubeScheduler, KWOK, KubeControllerManager, Containerd, Kubelet, KubeProxy} {
 		if _, err := os.Stat(cp.LogPath(name)); err != nil {
 			continue
 		}
