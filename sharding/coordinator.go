@@ -1,4 +1,4 @@
-package app
+package sharding
 
 import (
 	"context"
@@ -10,30 +10,18 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
-	"github.com/mini-kcm/mini-kcm/app/shards"
 	"github.com/mini-kcm/mini-kcm/leaderelection"
 )
 
-// shardCoordinator cuts the namespaces into shards and moves the cuts, on the replica
-// that holds the base Lease (see shardedReplica for how the replicas agree). It writes
+// coordinator cuts the namespaces into shards and moves the cuts, on the replica
+// that holds the base Lease (see Replica for how the replicas agree). It writes
 // Leases only: the plan Lease's annotations and the shard Leases' epoch labels, each
 // with the resourceVersion it read, so that a coordinator that lost its Lease without
 // noticing can at worst fail a write, never undo its successor's.
-type shardCoordinator struct {
-	replica *shardedReplica
-	// client writes the plan and shard Leases, under its own user agent.
-	client kubernetes.Interface
-	// weigh returns the number of pods per namespace.
-	weigh func(ctx context.Context) (map[string]int64, error)
-	// threshold and period are --shard-rebalance-threshold and --shard-rebalance-period.
-	threshold float64
-	period    time.Duration
-	// recorder records the plan changes on the plan Lease.
-	recorder record.EventRecorder
+type coordinator struct {
+	replica *Replica
 
 	// weighed is when the coordinator last weighed the shards.
 	weighed time.Time
@@ -42,18 +30,18 @@ type shardCoordinator struct {
 // run campaigns for the base Lease and coordinates while holding it, until ctx is
 // cancelled. Losing the base Lease only ends the coordination (the shards' own Leases
 // guard the work), so it campaigns again.
-func (c *shardCoordinator) run(ctx context.Context) {
+func (c *coordinator) run(ctx context.Context) {
 	r := c.replica
 	for ctx.Err() == nil {
 		err := leaderelection.Run(ctx, leaderelection.Config{
-			Client:        r.client,
-			Namespace:     r.namespace,
-			Name:          r.base,
-			Identity:      r.identity,
-			LeaseDuration: r.timings.LeaseDuration,
-			RenewDeadline: r.timings.RenewDeadline,
-			RetryPeriod:   r.timings.RetryPeriod,
-			EventRecorder: r.events,
+			Client:        r.Client,
+			Namespace:     r.Namespace,
+			Name:          r.Base,
+			Identity:      r.Identity,
+			LeaseDuration: r.Timings.LeaseDuration,
+			RenewDeadline: r.Timings.RenewDeadline,
+			RetryPeriod:   r.Timings.RetryPeriod,
+			EventRecorder: r.recorder,
 			Exit:          func(int) {},
 		}, c.coordinate)
 		if err != nil && ctx.Err() == nil {
@@ -63,9 +51,9 @@ func (c *shardCoordinator) run(ctx context.Context) {
 }
 
 // coordinate runs one step every retry period until ctx is cancelled.
-func (c *shardCoordinator) coordinate(ctx context.Context) error {
-	klog.FromContext(ctx).Info("Coordinating the shards", "shards", c.replica.shards)
-	ticker := time.NewTicker(c.replica.timings.RetryPeriod)
+func (c *coordinator) coordinate(ctx context.Context) error {
+	klog.FromContext(ctx).Info("Coordinating the shards", "shards", c.replica.Shards)
+	ticker := time.NewTicker(c.replica.Timings.RetryPeriod)
 	defer ticker.Stop()
 	for {
 		if err := c.step(ctx); err != nil && ctx.Err() == nil {
@@ -81,22 +69,22 @@ func (c *shardCoordinator) coordinate(ctx context.Context) error {
 
 // step moves the plan one step on: it writes the first plan, completes a handover in
 // progress, or starts one when the shard count changed or the shards grew unbalanced.
-func (c *shardCoordinator) step(ctx context.Context) error {
+func (c *coordinator) step(ctx context.Context) error {
 	r := c.replica
 	logger := klog.FromContext(ctx)
-	plan, err := r.leases.Get(shards.PlanLeaseName(r.base))
+	plan, err := r.leases.Get(PlanLeaseName(r.Base))
 	if apierrors.IsNotFound(err) {
-		weights, err := c.weigh(ctx)
+		weights, err := c.replica.Weigh(ctx)
 		if err != nil {
 			return err
 		}
-		first := shards.Epoch{Number: 1, Plan: shards.Balanced(weights, r.shards)}
+		first := Epoch{Number: 1, Plan: Balanced(weights, r.Shards)}
 		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
-			Name: shards.PlanLeaseName(r.base), Namespace: r.namespace,
-			Labels:      shards.Labels(r.base, shards.RolePlan),
-			Annotations: map[string]string{shards.AnnotationNext: first.String()},
+			Name: PlanLeaseName(r.Base), Namespace: r.Namespace,
+			Labels:      Labels(r.Base, RolePlan),
+			Annotations: map[string]string{AnnotationNext: first.String()},
 		}}
-		if _, err := c.client.CoordinationV1().Leases(r.namespace).Create(ctx, lease, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		if _, err := c.replica.CoordinatorClient.CoordinationV1().Leases(r.Namespace).Create(ctx, lease, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating the plan Lease: %w", err)
 		}
 		logger.Info("Cut the namespaces into shards", "epoch", first.Number, "plan", first.Plan.String(), "namespaces", len(weights))
@@ -105,7 +93,7 @@ func (c *shardCoordinator) step(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	active, next, err := shards.PlanOf(plan)
+	active, next, err := PlanOf(plan)
 	if err != nil {
 		return err
 	}
@@ -116,43 +104,43 @@ func (c *shardCoordinator) step(ctx context.Context) error {
 			return nil
 		}
 		updated := plan.DeepCopy()
-		updated.Annotations[shards.AnnotationPlan] = next.String()
-		delete(updated.Annotations, shards.AnnotationNext)
-		if updated, err = c.client.CoordinationV1().Leases(r.namespace).Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
+		updated.Annotations[AnnotationPlan] = next.String()
+		delete(updated.Annotations, AnnotationNext)
+		if updated, err = c.replica.CoordinatorClient.CoordinationV1().Leases(r.Namespace).Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("activating plan epoch %d: %w", next.Number, err)
 		}
 		logger.Info("Activated a shard plan: the shards may be campaigned for", "epoch", next.Number, "plan", next.Plan.String())
-		c.recorder.Eventf(updated, corev1.EventTypeNormal, "ShardPlanActive", "Epoch %d with %d shards is active: %s",
+		c.replica.recorder.Eventf(updated, corev1.EventTypeNormal, "ShardPlanActive", "Epoch %d with %d shards is active: %s",
 			next.Number, next.Plan.Shards(), next.Plan.String())
 		return nil
-	case active == nil || active.Plan.Shards() != r.shards:
-		weights, err := c.weigh(ctx)
+	case active == nil || active.Plan.Shards() != r.Shards:
+		weights, err := c.replica.Weigh(ctx)
 		if err != nil {
 			return err
 		}
-		return c.propose(ctx, plan, shards.Epoch{Number: epochAfter(active), Plan: shards.Balanced(weights, r.shards)},
-			fmt.Sprintf("--shards=%d", r.shards))
-	case time.Since(c.weighed) >= c.period:
-		weights, err := c.weigh(ctx)
+		return c.propose(ctx, plan, Epoch{Number: epochAfter(active), Plan: Balanced(weights, r.Shards)},
+			fmt.Sprintf("--shards=%d", r.Shards))
+	case time.Since(c.weighed) >= c.replica.RebalancePeriod:
+		weights, err := c.replica.Weigh(ctx)
 		if err != nil {
 			return err
 		}
 		c.weighed = time.Now()
-		current := shards.Imbalance(active.Plan.Loads(weights))
-		candidate := shards.Balanced(weights, r.shards)
-		better := shards.Imbalance(candidate.Loads(weights))
-		logger.V(2).Info("Weighed the shards", "imbalance", current, "threshold", c.threshold, "balancedImbalance", better)
-		if current <= c.threshold {
+		current := Imbalance(active.Plan.Loads(weights))
+		candidate := Balanced(weights, r.Shards)
+		better := Imbalance(candidate.Loads(weights))
+		logger.V(2).Info("Weighed the shards", "imbalance", current, "threshold", c.replica.RebalanceThreshold, "balancedImbalance", better)
+		if current <= c.replica.RebalanceThreshold {
 			return nil
 		}
 		// Moving the cuts pauses every shard, so only for a clear gain.
 		if better*1.1 >= current {
 			logger.Info("The shards are unbalanced, but no cut of these namespaces is clearly better; keeping the cuts",
-				"imbalance", current, "threshold", c.threshold, "balancedImbalance", better)
+				"imbalance", current, "threshold", c.replica.RebalanceThreshold, "balancedImbalance", better)
 			return nil
 		}
-		return c.propose(ctx, plan, shards.Epoch{Number: active.Number + 1, Plan: candidate},
-			fmt.Sprintf("imbalance %.2f above the threshold %.2f; the new cut has %.2f", current, c.threshold, better))
+		return c.propose(ctx, plan, Epoch{Number: active.Number + 1, Plan: candidate},
+			fmt.Sprintf("imbalance %.2f above the threshold %.2f; the new cut has %.2f", current, c.replica.RebalanceThreshold, better))
 	}
 	return nil
 }
@@ -161,9 +149,9 @@ func (c *shardCoordinator) step(ctx context.Context) error {
 // (killed, or partitioned for a lease duration), so that they do not pile up; a replica
 // that comes back creates its Lease again. The delete is conditional on the
 // resourceVersion that was seen to expire.
-func (c *shardCoordinator) forgetDeparted(ctx context.Context) {
+func (c *coordinator) forgetDeparted(ctx context.Context) {
 	r := c.replica
-	members, err := r.leases.List(labelsOf(r.base, shards.RoleMember))
+	members, err := r.leases.List(labelsOf(r.Base, RoleMember))
 	if err != nil {
 		return
 	}
@@ -172,7 +160,7 @@ func (c *shardCoordinator) forgetDeparted(ctx context.Context) {
 		if !r.seen.expired(m, now) {
 			continue
 		}
-		err := c.client.CoordinationV1().Leases(r.namespace).Delete(ctx, m.Name, metav1.DeleteOptions{
+		err := c.replica.CoordinatorClient.CoordinationV1().Leases(r.Namespace).Delete(ctx, m.Name, metav1.DeleteOptions{
 			Preconditions: &metav1.Preconditions{ResourceVersion: &m.ResourceVersion},
 		})
 		if err == nil {
@@ -181,7 +169,7 @@ func (c *shardCoordinator) forgetDeparted(ctx context.Context) {
 	}
 }
 
-func epochAfter(e *shards.Epoch) int64 {
+func epochAfter(e *Epoch) int64 {
 	if e == nil {
 		return 1
 	}
@@ -189,37 +177,37 @@ func epochAfter(e *shards.Epoch) int64 {
 }
 
 // propose writes next as the plan's next epoch, which starts the handover.
-func (c *shardCoordinator) propose(ctx context.Context, plan *coordinationv1.Lease, next shards.Epoch, why string) error {
+func (c *coordinator) propose(ctx context.Context, plan *coordinationv1.Lease, next Epoch, why string) error {
 	r := c.replica
 	updated := plan.DeepCopy()
 	if updated.Annotations == nil {
 		updated.Annotations = map[string]string{}
 	}
-	updated.Annotations[shards.AnnotationNext] = next.String()
-	updated, err := c.client.CoordinationV1().Leases(r.namespace).Update(ctx, updated, metav1.UpdateOptions{})
+	updated.Annotations[AnnotationNext] = next.String()
+	updated, err := c.replica.CoordinatorClient.CoordinationV1().Leases(r.Namespace).Update(ctx, updated, metav1.UpdateOptions{})
 	if err != nil {
 		return fmt.Errorf("proposing plan epoch %d: %w", next.Number, err)
 	}
 	klog.FromContext(ctx).Info("Moving the shard cuts: every shard is handed over", "epoch", next.Number, "plan", next.Plan.String(), "reason", why)
-	c.recorder.Eventf(updated, corev1.EventTypeNormal, "ShardPlanChanging", "Handing every shard over to epoch %d (%s)", next.Number, why)
+	c.replica.recorder.Eventf(updated, corev1.EventTypeNormal, "ShardPlanChanging", "Handing every shard over to epoch %d (%s)", next.Number, why)
 	return nil
 }
 
 // handOver relabels every shard Lease with next's epoch once its holder released it
 // (or it expired), creating the missing ones, and reports whether all carry it. Shard
 // Leases beyond next's count are relabelled too, so that nobody works on them.
-func (c *shardCoordinator) handOver(ctx context.Context, next shards.Epoch) bool {
+func (c *coordinator) handOver(ctx context.Context, next Epoch) bool {
 	r := c.replica
 	logger := klog.FromContext(ctx)
-	leases := c.client.CoordinationV1().Leases(r.namespace)
-	all, err := r.leases.List(labelsOf(r.base, shards.RoleShard))
+	leases := c.replica.CoordinatorClient.CoordinationV1().Leases(r.Namespace)
+	all, err := r.leases.List(labelsOf(r.Base, RoleShard))
 	if err != nil {
 		logger.Error(err, "Listing the shard Leases")
 		return false
 	}
 	byShard := map[int]*coordinationv1.Lease{}
 	for _, l := range all {
-		if shard, ok := shards.ShardOf(r.base, l.Name); ok {
+		if shard, ok := ShardOf(r.Base, l.Name); ok {
 			byShard[shard] = l
 		}
 	}
@@ -230,14 +218,14 @@ func (c *shardCoordinator) handOver(ctx context.Context, next shards.Epoch) bool
 		switch {
 		case !ok && shard < next.Plan.Shards():
 			lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
-				Name: shards.ShardLeaseName(r.base, shard), Namespace: r.namespace,
-				Labels: withEpoch(shards.Labels(r.base, shards.RoleShard), next),
+				Name: ShardLeaseName(r.Base, shard), Namespace: r.Namespace,
+				Labels: withEpoch(Labels(r.Base, RoleShard), next),
 			}}
 			if _, err := leases.Create(ctx, lease, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 				logger.Error(err, "Creating a shard Lease", "shard", shard)
 			}
 			done = false
-		case !ok || l.Labels[shards.LabelEpoch] == next.Label():
+		case !ok || l.Labels[LabelEpoch] == next.Label():
 		case !r.seen.expired(l, now):
 			done = false // its holder is still draining
 		default:
@@ -253,16 +241,16 @@ func (c *shardCoordinator) handOver(ctx context.Context, next shards.Epoch) bool
 	return done
 }
 
-func withEpoch(labels map[string]string, e shards.Epoch) map[string]string {
+func withEpoch(labels map[string]string, e Epoch) map[string]string {
 	out := map[string]string{}
 	for k, v := range labels {
 		out[k] = v
 	}
-	out[shards.LabelEpoch] = e.Label()
+	out[LabelEpoch] = e.Label()
 	return out
 }
 
 // labelsOf selects base's Leases in role.
 func labelsOf(base, role string) labels.Selector {
-	return labels.SelectorFromSet(shards.Labels(base, role))
+	return labels.SelectorFromSet(Labels(base, role))
 }
