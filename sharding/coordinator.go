@@ -3,6 +3,7 @@ package sharding
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"github.com/mini-kcm/mini-kcm/leaderelection"
 )
@@ -78,7 +80,9 @@ func (c *coordinator) step(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		first := Epoch{Number: 1, Plan: Balanced(weights, r.Shards)}
+		// An epoch never repeats: the shard Leases may still carry the epoch of the
+		// deleted plan, and a handover compares labels.
+		first := Epoch{Number: c.nextEpochNumber(nil, nil), Plan: Balanced(weights, r.Shards)}
 		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
 			Name: PlanLeaseName(r.Base), Namespace: r.Namespace,
 			Labels:      Labels(r.Base, RolePlan),
@@ -98,6 +102,9 @@ func (c *coordinator) step(ctx context.Context) error {
 		return err
 	}
 	c.forgetDeparted(ctx)
+	if next == nil && active != nil {
+		c.recreateMissing(ctx, *active)
+	}
 	switch {
 	case next != nil:
 		if !c.handOver(ctx, *next) {
@@ -118,7 +125,7 @@ func (c *coordinator) step(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		return c.propose(ctx, plan, Epoch{Number: epochAfter(active), Plan: Balanced(weights, r.Shards)},
+		return c.propose(ctx, plan, Epoch{Number: c.nextEpochNumber(active, next), Plan: Balanced(weights, r.Shards)},
 			fmt.Sprintf("--shards=%d", r.Shards))
 	case time.Since(c.weighed) >= c.replica.RebalancePeriod:
 		weights, err := c.replica.Weigh(ctx)
@@ -139,7 +146,7 @@ func (c *coordinator) step(ctx context.Context) error {
 				"imbalance", current, "threshold", c.replica.RebalanceThreshold, "balancedImbalance", better)
 			return nil
 		}
-		return c.propose(ctx, plan, Epoch{Number: active.Number + 1, Plan: candidate},
+		return c.propose(ctx, plan, Epoch{Number: c.nextEpochNumber(active, next), Plan: candidate},
 			fmt.Sprintf("imbalance %.2f above the threshold %.2f; the new cut has %.2f", current, c.replica.RebalanceThreshold, better))
 	}
 	return nil
@@ -169,12 +176,64 @@ func (c *coordinator) forgetDeparted(ctx context.Context) {
 	}
 }
 
-func epochAfter(e *Epoch) int64 {
-	if e == nil {
-		return 1
+// nextEpochNumber returns an epoch number above every one in use: the plan's active
+// and next ones and every shard Lease's label. Epochs must never repeat (a deleted plan
+// Lease would otherwise restart them at 1): a handover waits for every shard Lease to
+// carry the next epoch, and a Lease that already carried it would count as handed over
+// while its holder still works on an old range.
+func (c *coordinator) nextEpochNumber(active, next *Epoch) int64 {
+	var highest int64
+	for _, e := range []*Epoch{active, next} {
+		if e != nil {
+			highest = max(highest, e.Number)
+		}
 	}
-	return e.Number + 1
+	r := c.replica
+	if all, err := r.leases.List(labelsOf(r.Base, RoleShard)); err == nil {
+		for _, l := range all {
+			if n, err := strconv.ParseInt(l.Labels[LabelEpoch], 10, 64); err == nil {
+				highest = max(highest, n)
+			}
+		}
+	}
+	return highest + 1
 }
+
+// recreateMissing creates the shard Leases of the active epoch that are missing
+// (deleted by hand), so that their namespaces are served again without waiting for a
+// recut. Such a Lease is created held by the coordinator for a lease duration: the
+// deleted Lease's holder may still work on the shard until its fence closes, and the
+// replicas take a held Lease only once they saw it unchanged for its duration, while
+// the old holder, reading another holder, loses it at once.
+func (c *coordinator) recreateMissing(ctx context.Context, active Epoch) {
+	r := c.replica
+	for shard := range active.Plan.Shards() {
+		name := ShardLeaseName(r.Base, shard)
+		if _, err := r.leases.Get(name); !apierrors.IsNotFound(err) {
+			continue
+		}
+		now := metav1.NowMicro()
+		lease := &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.Namespace, Labels: withEpoch(Labels(r.Base, RoleShard), active)},
+			Spec: coordinationv1.LeaseSpec{
+				HolderIdentity:       ptr.To(recreatedHolder),
+				LeaseDurationSeconds: ptr.To(int32(r.Timings.LeaseDuration.Seconds())),
+				AcquireTime:          &now,
+				RenewTime:            &now,
+			},
+		}
+		_, err := r.CoordinatorClient.CoordinationV1().Leases(r.Namespace).Create(ctx, lease, metav1.CreateOptions{})
+		switch {
+		case err == nil:
+			klog.FromContext(ctx).Info("Recreated a deleted shard Lease; it is free once it expires", "shard", shard, "epoch", active.Number)
+		case !apierrors.IsAlreadyExists(err):
+			klog.FromContext(ctx).Error(err, "Recreating a deleted shard Lease", "shard", shard)
+		}
+	}
+}
+
+// recreatedHolder holds a recreated shard Lease until it expires.
+const recreatedHolder = "recreated-by-the-shard-coordinator"
 
 // propose writes next as the plan's next epoch, which starts the handover.
 func (c *coordinator) propose(ctx context.Context, plan *coordinationv1.Lease, next Epoch, why string) error {
@@ -211,9 +270,15 @@ func (c *coordinator) handOver(ctx context.Context, next Epoch) bool {
 			byShard[shard] = l
 		}
 	}
+	// Up to the highest shard Lease there is: a gap (a deleted Lease) must not hide
+	// the Leases above it.
+	highest := next.Plan.Shards()
+	for shard := range byShard {
+		highest = max(highest, shard+1)
+	}
 	done := true
 	now := time.Now()
-	for shard := range max(next.Plan.Shards(), len(byShard)) {
+	for shard := range highest {
 		l, ok := byShard[shard]
 		switch {
 		case !ok && shard < next.Plan.Shards():

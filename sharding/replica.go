@@ -281,19 +281,21 @@ func (r *Replica) reconcile(ctx context.Context) {
 			}
 		}
 	}
+	// A next plan stops every election, with or without an active one (a recreated
+	// plan Lease has only a next one): its shards are handed over to it.
+	if next != nil {
+		for shard := range r.elections {
+			stop(shard, fmt.Sprintf("the plan moves to epoch %d", next.Number))
+		}
+		return
+	}
 	if active == nil {
 		return // the coordinator has not cut the namespaces yet
 	}
 	for shard, e := range r.elections {
-		switch {
-		case next != nil:
-			stop(shard, fmt.Sprintf("the plan moves to epoch %d", next.Number))
-		case e.epoch != active.Number:
+		if e.epoch != active.Number {
 			stop(shard, fmt.Sprintf("the shard belongs to epoch %d, the plan is at %d", e.epoch, active.Number))
 		}
-	}
-	if next != nil {
-		return
 	}
 
 	count := active.Plan.Shards()
@@ -389,9 +391,16 @@ func (r *Replica) campaign(ctx context.Context, shard int, epoch Epoch, expired 
 	})
 }
 
-// electionEnded logs how a shard's election ended.
+// electionEnded logs how a shard's election ended, and ends the process when the
+// term's workers did not stop within --controller-shutdown-timeout, whatever stopped
+// them (a recut, a fair-share handover, a lost Lease): the fence keeps them from
+// writing, but only an exit stops them for sure, and the replica could otherwise win
+// the same shard back while they still run under informers that stopped.
 func (r *Replica) electionEnded(logger klog.Logger, err error, fence *leaderelection.Fence) {
 	switch {
+	case errors.Is(err, leaderelection.ErrControllersStillRunning):
+		logger.Error(err, "Exiting: a shard's workers did not stop within --controller-shutdown-timeout")
+		r.Exit(1)
 	case errors.Is(err, leaderelection.ErrLeaseLost):
 		logger.Info("Lost a shard: its writes were fenced and its controllers drained; campaigning again for a fair share",
 			"fenceRefusedWrites", fence.Refused())
@@ -620,16 +629,26 @@ func (o *observations) observe(leases []*coordinationv1.Lease, now time.Time) {
 }
 
 // expired reports whether l is released, or was not seen to change for its duration.
+// A Lease not observed before, or with another resourceVersion than observed, has just
+// changed (a renewal, a new holder): it is observed now and is not expired. Callers
+// that read the Lease cache themselves (the coordinator) may hold a newer version than
+// the last observe saw; comparing it with the older version's time would take a Lease
+// away from a holder that has just renewed it.
 func (o *observations) expired(l *coordinationv1.Lease, now time.Time) bool {
 	if holder(l) == "" {
 		return true
 	}
 	o.mu.Lock()
 	s, ok := o.seen[l.Name]
-	o.mu.Unlock()
-	if !ok {
-		return false // not observed yet: assume it is held
+	if !ok || s.resourceVersion != l.ResourceVersion {
+		if o.seen == nil {
+			o.seen = map[string]observation{}
+		}
+		o.seen[l.Name] = observation{resourceVersion: l.ResourceVersion, at: now}
+		o.mu.Unlock()
+		return false
 	}
+	o.mu.Unlock()
 	d := time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0)) * time.Second
 	return now.Sub(s.at) > d
 }
