@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"sort"
 	"strconv"
 	"strings"
@@ -231,8 +230,9 @@ func (r *Replica) Run(ctx context.Context) error {
 	return nil
 }
 
-// reconcile compares the shards this replica holds with its fair share and starts or
-// stops elections to meet it.
+// reconcile is the replica's driver: it observes the Leases, asks decideReplica which
+// elections to stop and start (to hold its fair share of the active plan's shards) and
+// does so.
 func (r *Replica) reconcile(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	now := time.Now()
@@ -245,108 +245,29 @@ func (r *Replica) reconcile(ctx context.Context) {
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	view := replicaView{identity: r.Identity, base: r.Base, leases: all, seen: r.seen.snapshot(), elections: map[int]electionView{}}
 	for shard, e := range r.elections {
 		select {
 		case <-e.done:
 			delete(r.elections, shard)
 		default:
+			view.elections[shard] = electionView{epoch: e.epoch, leading: e.leading.Load(), stopping: e.stopping}
 		}
 	}
-	stop := func(shard int, why string) {
-		e := r.elections[shard]
-		if e.stopping {
-			return
-		}
-		logger.Info("Handing over a shard", "shard", shard, "leading", e.leading.Load(), "reason", why)
-		e.stopping = true
-		e.cancel()
+	actions, err := decideReplica(view, now)
+	if err != nil {
+		logger.Error(err, "Ignoring an unreadable shard plan")
 	}
-
-	var (
-		active, next *Epoch
-		byName       = map[string]*coordinationv1.Lease{}
-		live         int
-	)
-	for _, l := range all {
-		byName[l.Name] = l
-		switch l.Labels[LabelRole] {
-		case RolePlan:
-			if active, next, err = PlanOf(l); err != nil {
-				logger.Error(err, "Ignoring an unreadable shard plan")
-				active, next = nil, nil
-			}
-		case RoleMember:
-			if !r.seen.expired(l, now) {
-				live++
-			}
+	for _, a := range actions {
+		switch a.kind {
+		case stopElection:
+			e := r.elections[a.shard]
+			logger.Info("Handing over a shard", "shard", a.shard, "leading", e.leading.Load(), "reason", a.why)
+			e.stopping = true
+			e.cancel()
+		case campaign:
+			r.campaign(ctx, a.shard, a.epoch, a.expired)
 		}
-	}
-	// A next plan stops every election, with or without an active one (a recreated
-	// plan Lease has only a next one): its shards are handed over to it.
-	if next != nil {
-		for shard := range r.elections {
-			stop(shard, fmt.Sprintf("the plan moves to epoch %d", next.Number))
-		}
-		return
-	}
-	if active == nil {
-		return // the coordinator has not cut the namespaces yet
-	}
-	for shard, e := range r.elections {
-		if e.epoch != active.Number {
-			stop(shard, fmt.Sprintf("the shard belongs to epoch %d, the plan is at %d", e.epoch, active.Number))
-		}
-	}
-
-	count := active.Plan.Shards()
-	share := fairShare(count, live)
-	var leading, campaigning []int
-	for shard, e := range r.elections {
-		switch {
-		case e.stopping:
-		case e.leading.Load():
-			leading = append(leading, shard)
-		default:
-			campaigning = append(campaigning, shard)
-		}
-	}
-	sort.Ints(leading)
-	for _, shard := range campaigning {
-		if l := byName[ShardLeaseName(r.Base, shard)]; l != nil && holder(l) != r.Identity && !r.seen.expired(l, now) {
-			stop(shard, "another replica holds it")
-		}
-	}
-	if len(leading) > share {
-		// One at a time: the next pass sees whether the others still need to go.
-		stop(leading[len(leading)-1], fmt.Sprintf("holding %d shards, above the fair share of %d for %d live replicas", len(leading), share, live))
-		return
-	}
-	wanted := share - len(leading)
-	for _, shard := range campaigning {
-		if !r.elections[shard].stopping {
-			wanted--
-		}
-	}
-	// Start where this replica's identity hashes to, so that replicas starting
-	// together do not all campaign for shard 0 first.
-	h := fnv.New32a()
-	h.Write([]byte(r.Identity))
-	offset := int(h.Sum32() % uint32(count))
-	for k := 0; k < count && wanted > 0; k++ {
-		shard := (offset + k) % count
-		l := byName[ShardLeaseName(r.Base, shard)]
-		if _, ours := r.elections[shard]; ours || l == nil || l.Labels[LabelEpoch] != active.Label() {
-			continue
-		}
-		if holder(l) != "" && holder(l) != r.Identity && !r.seen.expired(l, now) {
-			continue
-		}
-		var expired *coordinationv1.Lease
-		if holder(l) != "" && holder(l) != r.Identity {
-			expired = l
-		}
-		r.campaign(ctx, shard, *active, expired)
-		wanted--
 	}
 }
 
@@ -626,6 +547,17 @@ func (o *observations) observe(leases []*coordinationv1.Lease, now time.Time) {
 			delete(o.seen, name)
 		}
 	}
+}
+
+// snapshot returns a copy of the observations, for a decision.
+func (o *observations) snapshot() map[string]observation {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make(map[string]observation, len(o.seen))
+	for k, v := range o.seen {
+		out[k] = v
+	}
+	return out
 }
 
 // expired reports whether l is released, or was not seen to change for its duration.
