@@ -152,7 +152,6 @@ func (c filteredCoreV1) Services(namespace string) corev1client.ServiceInterface
 	return filteredServices{ServiceInterface: c.CoreV1Interface.Services(namespace), f: c.f}
 }
 
-//lint:ignore SA1019 the Endpoints controller maintains the deprecated Endpoints API.
 func (c filteredCoreV1) Endpoints(namespace string) corev1client.EndpointsInterface {
 	return filteredEndpoints{EndpointsInterface: c.CoreV1Interface.Endpoints(namespace), f: c.f}
 }
@@ -214,12 +213,10 @@ func (c filteredServices) Watch(ctx context.Context, opts metav1.ListOptions) (w
 }
 
 type filteredEndpoints struct {
-	//lint:ignore SA1019 the Endpoints controller maintains the deprecated Endpoints API.
 	corev1client.EndpointsInterface
 	f rangeFilter
 }
 
-//lint:ignore SA1019 the Endpoints controller maintains the deprecated Endpoints API.
 func (c filteredEndpoints) List(ctx context.Context, opts metav1.ListOptions) (*corev1.EndpointsList, error) {
 	l, err := c.EndpointsInterface.List(ctx, opts)
 	if l != nil {
