@@ -252,9 +252,9 @@ func (c *coordinator) propose(ctx context.Context, plan *coordinationv1.Lease, n
 	return nil
 }
 
-// handOver relabels every shard Lease with next's epoch once its holder released it
-// (or it expired), creating the missing ones, and reports whether all carry it. Shard
-// Leases beyond next's count are relabelled too, so that nobody works on them.
+// handOver carries out decideHandOver on the shard Leases in the cache: it creates the
+// missing ones and relabels the released (or expired) ones with next's epoch, and
+// reports whether all carry it.
 func (c *coordinator) handOver(ctx context.Context, next Epoch) bool {
 	r := c.replica
 	logger := klog.FromContext(ctx)
@@ -264,9 +264,55 @@ func (c *coordinator) handOver(ctx context.Context, next Epoch) bool {
 		logger.Error(err, "Listing the shard Leases")
 		return false
 	}
+	actions, done := decideHandOver(r.Base, all, r.seen.snapshot(), next, time.Now())
+	for _, a := range actions {
+		switch a.kind {
+		case createShardLease:
+			lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
+				Name: ShardLeaseName(r.Base, a.shard), Namespace: r.Namespace,
+				Labels: withEpoch(Labels(r.Base, RoleShard), next),
+			}}
+			if _, err := leases.Create(ctx, lease, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				logger.Error(err, "Creating a shard Lease", "shard", a.shard)
+			}
+		case relabelShardLease:
+			updated := a.lease.DeepCopy()
+			updated.Labels = withEpoch(updated.Labels, next)
+			updated.Spec.HolderIdentity = nil
+			if _, err := leases.Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
+				logger.Info("Relabelling a shard Lease failed; retrying", "shard", a.shard, "err", err)
+			}
+		}
+	}
+	return done
+}
+
+// coordinatorActionKind is what a coordinator's action does.
+type coordinatorActionKind int
+
+const (
+	// createShardLease creates a missing shard Lease with the next epoch, released.
+	createShardLease coordinatorActionKind = iota
+	// relabelShardLease gives a released or expired shard Lease the next epoch,
+	// conditional on the resourceVersion seen, and releases it.
+	relabelShardLease
+)
+
+type coordinatorAction struct {
+	kind  coordinatorActionKind
+	shard int
+	lease *coordinationv1.Lease
+}
+
+// decideHandOver decides one step of the handover to next: every shard Lease of next's
+// plan that is missing is created, and every one that does not carry next's epoch is
+// relabelled once its holder released it or it expired (seen unchanged, at its
+// resourceVersion, for its duration); Leases beyond next's count are relabelled too, so
+// that nobody works on them. done reports that every Lease already carries next.
+func decideHandOver(base string, shardLeases []*coordinationv1.Lease, seen map[string]observation, next Epoch, now time.Time) (actions []coordinatorAction, done bool) {
 	byShard := map[int]*coordinationv1.Lease{}
-	for _, l := range all {
-		if shard, ok := ShardOf(r.Base, l.Name); ok {
+	for _, l := range shardLeases {
+		if shard, ok := ShardOf(base, l.Name); ok {
 			byShard[shard] = l
 		}
 	}
@@ -276,34 +322,22 @@ func (c *coordinator) handOver(ctx context.Context, next Epoch) bool {
 	for shard := range byShard {
 		highest = max(highest, shard+1)
 	}
-	done := true
-	now := time.Now()
+	done = true
 	for shard := range highest {
 		l, ok := byShard[shard]
 		switch {
 		case !ok && shard < next.Plan.Shards():
-			lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
-				Name: ShardLeaseName(r.Base, shard), Namespace: r.Namespace,
-				Labels: withEpoch(Labels(r.Base, RoleShard), next),
-			}}
-			if _, err := leases.Create(ctx, lease, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-				logger.Error(err, "Creating a shard Lease", "shard", shard)
-			}
+			actions = append(actions, coordinatorAction{kind: createShardLease, shard: shard})
 			done = false
 		case !ok || l.Labels[LabelEpoch] == next.Label():
-		case !r.seen.expired(l, now):
+		case !expiredAt(l, seen, now):
 			done = false // its holder is still draining
 		default:
-			updated := l.DeepCopy()
-			updated.Labels = withEpoch(updated.Labels, next)
-			updated.Spec.HolderIdentity = nil
-			if _, err := leases.Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
-				logger.Info("Relabelling a shard Lease failed; retrying", "shard", shard, "err", err)
-			}
+			actions = append(actions, coordinatorAction{kind: relabelShardLease, shard: shard, lease: l})
 			done = false // the informer shows the relabelled Lease on a later pass
 		}
 	}
-	return done
+	return actions, done
 }
 
 func withEpoch(labels map[string]string, e Epoch) map[string]string {

@@ -132,3 +132,60 @@ func TestReplicaDecisions(t *testing.T) {
 		})
 	}
 }
+
+func TestHandOverDecisions(t *testing.T) {
+	now := time.Now()
+	e2 := Epoch{Number: 2, Plan: Equal(3)}
+	e3 := Epoch{Number: 3, Plan: Equal(2)}
+	shard := func(i int, epoch Epoch, holder string) *coordinationv1.Lease {
+		return lease(ShardLeaseName(testBase, i), RoleShard, epoch.Label(), holder)
+	}
+	seen := func(ago time.Duration, rv string, leases ...*coordinationv1.Lease) map[string]observation {
+		out := map[string]observation{}
+		for _, l := range leases {
+			out[l.Name] = observation{resourceVersion: rv, at: now.Add(-ago)}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name     string
+		leases   []*coordinationv1.Lease
+		seen     map[string]observation
+		want     []string
+		wantDone bool
+	}{{
+		name:     "every Lease carries the next epoch: done",
+		leases:   []*coordinationv1.Lease{shard(0, e3, "a"), shard(1, e3, "")},
+		wantDone: true,
+	}, {
+		name:   "missing Leases are created, released ones relabelled, held ones waited for",
+		leases: []*coordinationv1.Lease{shard(1, e2, ""), shard(2, e2, "b")},
+		seen:   seen(time.Second, "1", shard(2, e2, "b")),
+		want:   []string{"create 0", "relabel 1"},
+	}, {
+		name:   "a Lease whose holder stopped renewing it is relabelled",
+		leases: []*coordinationv1.Lease{shard(0, e3, ""), shard(1, e2, "gone")},
+		seen:   seen(time.Minute, "1", shard(1, e2, "gone")),
+		want:   []string{"relabel 1"},
+	}, {
+		name:   "a Lease renewed since it was seen (another resourceVersion) is waited for",
+		leases: []*coordinationv1.Lease{shard(0, e3, ""), shard(1, e2, "b")},
+		seen:   seen(time.Minute, "0", shard(1, e2, "b")),
+	}, {
+		name:   "a Lease above a gap and beyond the next plan is relabelled",
+		leases: []*coordinationv1.Lease{shard(0, e3, ""), shard(1, e3, ""), shard(3, e2, "")},
+		want:   []string{"relabel 3"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			actions, done := decideHandOver(testBase, tc.leases, tc.seen, e3, now)
+			var got []string
+			for _, a := range actions {
+				verb := map[coordinatorActionKind]string{createShardLease: "create", relabelShardLease: "relabel"}[a.kind]
+				got = append(got, fmt.Sprintf("%s %d", verb, a.shard))
+			}
+			if !slices.Equal(got, tc.want) || done != tc.wantDone {
+				t.Errorf("decided %q (done %v), want %q (done %v)", got, done, tc.want, tc.wantDone)
+			}
+		})
+	}
+}
