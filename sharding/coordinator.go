@@ -127,12 +127,12 @@ func (c *coordinator) step(ctx context.Context) error {
 		}
 		return c.propose(ctx, plan, Epoch{Number: c.nextEpochNumber(active, next), Plan: Balanced(weights, r.Shards)},
 			fmt.Sprintf("--shards=%d", r.Shards))
-	case time.Since(c.weighed) >= c.replica.RebalancePeriod:
+	case c.replica.now().Sub(c.weighed) >= c.replica.RebalancePeriod:
 		weights, err := c.replica.Weigh(ctx)
 		if err != nil {
 			return err
 		}
-		c.weighed = time.Now()
+		c.weighed = c.replica.now()
 		current := Imbalance(active.Plan.Loads(weights))
 		candidate := Balanced(weights, r.Shards)
 		better := Imbalance(candidate.Loads(weights))
@@ -162,7 +162,7 @@ func (c *coordinator) forgetDeparted(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	now := time.Now()
+	now := r.now()
 	for _, m := range members {
 		if !r.seen.expired(m, now) {
 			continue
@@ -264,7 +264,7 @@ func (c *coordinator) handOver(ctx context.Context, next Epoch) bool {
 		logger.Error(err, "Listing the shard Leases")
 		return false
 	}
-	actions, done := decideHandOver(r.Base, all, r.seen.snapshot(), next, time.Now())
+	actions, done := decideHandOver(r.Base, all, r.seen.snapshot(), next, r.now())
 	for _, a := range actions {
 		switch a.kind {
 		case createShardLease:

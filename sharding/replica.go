@@ -90,6 +90,8 @@ type Replica struct {
 	elections map[int]*shardElection
 	// running counts the elections' goroutines.
 	running sync.WaitGroup
+	// now is the clock of the decisions: time.Now, or the simulator's.
+	now func() time.Time
 }
 
 // Config is what a replica needs from the process.
@@ -235,7 +237,7 @@ func (r *Replica) Run(ctx context.Context) error {
 // does so.
 func (r *Replica) reconcile(ctx context.Context) {
 	logger := klog.FromContext(ctx)
-	now := time.Now()
+	now := r.now()
 	all, err := r.leases.List(labels.Everything())
 	if err != nil {
 		logger.Error(err, "Listing the shard Leases")
@@ -391,7 +393,7 @@ func (r *Replica) Status() string {
 		coordinator  string
 	)
 	all, _ := r.leases.List(labels.Everything())
-	now := time.Now()
+	now := r.now()
 	for _, l := range all {
 		switch {
 		case l.Labels[LabelRole] == RolePlan:
@@ -595,7 +597,7 @@ func New(cfg Config) *Replica {
 	if cfg.Exit == nil {
 		cfg.Exit = func(code int) { klog.FlushAndExit(klog.ExitFlushTimeout, code) }
 	}
-	r := &Replica{Config: cfg, elections: map[int]*shardElection{}}
+	r := &Replica{Config: cfg, elections: map[int]*shardElection{}, now: time.Now}
 	r.leaseFactory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithNamespace(cfg.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = LabelSet + "=" + cfg.Base }))
 	r.leases = r.leaseFactory.Coordination().V1().Leases().Lister().Leases(cfg.Namespace)
