@@ -2,6 +2,7 @@ package sharding
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -189,6 +190,8 @@ type sim struct {
 	// lastServed is when every shard of the active plan was last held.
 	lastServed time.Time
 	restarts   int
+	// violation is an invariant broken inside a step.
+	violation string
 }
 
 func (s *sim) logf(format string, args ...any) {
@@ -227,11 +230,15 @@ func (s *sim) newReplica() *simReplica {
 			return w, nil
 		},
 		Recorder: func() record.EventRecorder { return record.NewFakeRecorder(1000) },
-		Exit:     func(int) {},
 	})
 	r.recorder = r.Recorder()
 	r.now = func() time.Time { return s.now }
-	return &simReplica{id: id, replica: r, cache: map[string]*coordinationv1.Lease{}, elections: map[int]*simElection{}}
+	sr := &simReplica{id: id, replica: r, cache: map[string]*coordinationv1.Lease{}, elections: map[int]*simElection{}}
+	r.Exit = func(int) {
+		s.logf("EXIT %s", id)
+		sr.crashed = true
+	}
+	return sr
 }
 
 // refresh brings a replica's cache up to date, each Lease with probability p: a slow
@@ -287,10 +294,15 @@ func (s *sim) stepElection(sr *simReplica, e *simElection) (ended bool) {
 		}
 		if s.now.Before(e.drained) {
 			if s.now.Sub(e.stopAt) >= simShutdown {
-				// The term gives up on its workers (ErrControllersStillRunning), and
-				// electionEnded ends the process.
-				s.logf("EXIT %s: the workers of %s did not stop within the shutdown timeout", sr.id, name)
-				sr.crashed = true
+				// The term gives up on its workers (ErrControllersStillRunning); the
+				// election ends, and the process must exit (the real electionEnded).
+				s.logf("%s: the workers of %s did not stop within the shutdown timeout", sr.id, name)
+				sr.replica.electionEnded(klog.Background(), fmt.Errorf("shutdown timeout: %w", leaderelection.ErrControllersStillRunning),
+					leaderelection.NewFence(name, simLease, nil))
+				if !sr.crashed {
+					s.violation = fmt.Sprintf("the workers of %s in %s outlived their term", name, sr.id)
+				}
+				return true
 			}
 			return false
 		}
@@ -489,6 +501,9 @@ func (t simTerm) overlaps(o simTerm) bool {
 
 // check verifies the invariants after a step.
 func (s *sim) check() error {
+	if s.violation != "" {
+		return errors.New(s.violation)
+	}
 	var open []simTerm
 	for _, sr := range s.replicas {
 		for shard, e := range sr.elections {
@@ -580,7 +595,7 @@ func TestSimulatedReplicasNeverHaveTwoOpenFencesOnOneNamespace(t *testing.T) {
 		}
 		return
 	}
-	seeds := 150
+	seeds := 250
 	if v, err := strconv.Atoi(os.Getenv("SHARDING_SIM_SEEDS")); err == nil {
 		seeds = v
 	}
