@@ -28,9 +28,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
-	"github.com/mini-kcm/mini-kcm/sharding"
 	"github.com/mini-kcm/mini-kcm/leaderelection"
 	"github.com/mini-kcm/mini-kcm/options"
+	"github.com/mini-kcm/mini-kcm/sharding"
 	"github.com/mini-kcm/mini-kcm/test/controlplane"
 )
 
