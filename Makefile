@@ -115,9 +115,11 @@ test-e2e: check-version control-plane build ## E2E suites against a real local c
 	MINI_KCM_BINARY=$(CURDIR)/bin/mini-kcm-race $(GO) test -count=1 -v -timeout 5m ./test/cmd/demo-failover/
 
 .PHONY: test-long
-test-long: check-version control-plane ## Long HA soaks (~10 min): 2000-pod failover, upstream timings, a Service over 5000 pods.
+test-long: check-version control-plane ## Long HA soaks (~10 min): 2000-pod failover, upstream timings, a Service over 5000 pods; 100 000 sharding simulator schedules (hours).
 	$(GO) build $(RACE_FLAG) -ldflags "$(VERSION_LDFLAGS)" -o bin/mini-kcm-race ./cmd/mini-kcm
 	MINI_KCM_BINARY=$(CURDIR)/bin/mini-kcm-race $(GO) test -tags long -run Long -p 1 -count=1 -timeout 60m -v ./test/e2e/ha/
+	@# 100 000 schedules of the sharding simulator (about 0.1 s each per CPU, without -race).
+	$(GO) test -count=1 -timeout 12h -run TestSimulated -v ./sharding/ -args -sim-seeds=100000
 
 .PHONY: demo-failover
 demo-failover: build control-plane ## Leader failover on the local control plane: SIGTERM and SIGKILL takeovers, default timings.

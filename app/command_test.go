@@ -18,9 +18,9 @@ import (
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/mini-kcm/mini-kcm/app/shards"
 	"github.com/mini-kcm/mini-kcm/controllers"
 	"github.com/mini-kcm/mini-kcm/controllers/replicaset"
+	"github.com/mini-kcm/mini-kcm/sharding"
 )
 
 func testRegistry(t *testing.T) *controllers.Registry {
@@ -215,25 +215,25 @@ func TestLeaderListsTheShardsAndTheirHolders(t *testing.T) {
 	base := "mini-kcm"
 	lease := func(name, role, epoch, holder string) *coordinationv1.Lease {
 		l := &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: name, Labels: shards.Labels(base, role)},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: name, Labels: sharding.Labels(base, role)},
 			Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](4), RenewTime: &renewed},
 		}
 		if epoch != "" {
-			l.Labels[shards.LabelEpoch] = epoch
+			l.Labels[sharding.LabelEpoch] = epoch
 		}
 		return l
 	}
-	plan := lease(shards.PlanLeaseName(base), shards.RolePlan, "", "")
-	plan.Annotations = map[string]string{shards.AnnotationPlan: shards.Epoch{Number: 2, Plan: shards.Equal(3)}.String()}
+	plan := lease(sharding.PlanLeaseName(base), sharding.RolePlan, "", "")
+	plan.Annotations = map[string]string{sharding.AnnotationPlan: sharding.Epoch{Number: 2, Plan: sharding.Equal(3)}.String()}
 	client := fake.NewClientset(
 		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: base},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("a_1")}},
 		plan,
-		lease(shards.ShardLeaseName(base, 0), shards.RoleShard, "2", "a_1"),
-		lease(shards.ShardLeaseName(base, 1), shards.RoleShard, "2", "b_2"),
-		lease(shards.ShardLeaseName(base, 2), shards.RoleShard, "1", ""),
-		lease(shards.MemberLeaseName(base, "a_1"), shards.RoleMember, "", "a_1"),
-		lease(shards.MemberLeaseName(base, "b_2"), shards.RoleMember, "", "b_2"),
+		lease(sharding.ShardLeaseName(base, 0), sharding.RoleShard, "2", "a_1"),
+		lease(sharding.ShardLeaseName(base, 1), sharding.RoleShard, "2", "b_2"),
+		lease(sharding.ShardLeaseName(base, 2), sharding.RoleShard, "1", ""),
+		lease(sharding.MemberLeaseName(base, "a_1"), sharding.RoleMember, "", "a_1"),
+		lease(sharding.MemberLeaseName(base, "b_2"), sharding.RoleMember, "", "b_2"),
 	)
 	var out bytes.Buffer
 	if err := printLeader(context.Background(), &out, client, "kube-system", base, now); err != nil {

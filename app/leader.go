@@ -21,7 +21,7 @@ import (
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/utils/ptr"
 
-	"github.com/mini-kcm/mini-kcm/app/shards"
+	"github.com/mini-kcm/mini-kcm/sharding"
 
 	"github.com/mini-kcm/mini-kcm/options"
 )
@@ -76,28 +76,28 @@ const released = "<none> (released)"
 // coordinator, which cuts the namespaces but works on none.
 func printShards(ctx context.Context, w io.Writer, client kubernetes.Interface, namespace, name string, now time.Time) error {
 	list, err := client.CoordinationV1().Leases(namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(map[string]string{shards.LabelSet: name}).String(),
+		LabelSelector: labels.SelectorFromSet(map[string]string{sharding.LabelSet: name}).String(),
 	})
 	if err != nil || len(list.Items) == 0 {
 		return err
 	}
 	var (
-		active, next *shards.Epoch
+		active, next *sharding.Epoch
 		byShard      = map[int]coordinationv1.Lease{}
 		members      []string
 	)
 	for _, l := range list.Items {
-		switch l.Labels[shards.LabelRole] {
-		case shards.RolePlan:
-			if active, next, err = shards.PlanOf(&l); err != nil {
+		switch l.Labels[sharding.LabelRole] {
+		case sharding.RolePlan:
+			if active, next, err = sharding.PlanOf(&l); err != nil {
 				return err
 			}
-		case shards.RoleMember:
+		case sharding.RoleMember:
 			if !leaseExpired(l, now) {
 				members = append(members, ptr.Deref(l.Spec.HolderIdentity, ""))
 			}
-		case shards.RoleShard:
-			if i, ok := shards.ShardOf(name, l.Name); ok {
+		case sharding.RoleShard:
+			if i, ok := sharding.ShardOf(name, l.Name); ok {
 				byShard[i] = l
 			}
 		}
@@ -122,7 +122,7 @@ func printShards(ctx context.Context, w io.Writer, client kubernetes.Interface, 
 		if ok {
 			holder = ptr.Deref(l.Spec.HolderIdentity, "")
 			switch {
-			case l.Labels[shards.LabelEpoch] != active.Label():
+			case l.Labels[sharding.LabelEpoch] != active.Label():
 				holder = "<being handed over>"
 			case holder == "":
 				holder = released

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mini-kcm/mini-kcm/controllers"
 	"github.com/mini-kcm/mini-kcm/leaderelection"
+	"github.com/mini-kcm/mini-kcm/sharding"
 )
 
 // informerName identifies mini-kcm's shared informers in client-go's informer metrics.
@@ -62,7 +63,7 @@ type controllerManager struct {
 	informerName string
 	// shard, when set, restricts the informers to one shard's namespaces and routes
 	// the cluster-scoped informers to the replica's unfiltered factory.
-	shard *shardInformers
+	shard *sharding.Informers
 }
 
 // builtControllers is what the informers stage leaves for runWorkers: the controllers,
@@ -111,14 +112,14 @@ func (m *controllerManager) addStages(l *lifecycle) *builtControllers {
 		}
 		options := []informers.SharedInformerOption{informers.WithTransform(m.cacheTransform), informers.WithInformerName(name)}
 		if m.shard != nil {
-			options = append(options, m.shard.options()...)
+			options = append(options, m.shard.Options()...)
 		}
 		var factory informers.SharedInformerFactory = informers.NewSharedInformerFactoryWithOptions(informerClient,
 			resyncPeriod(m.minResyncPeriod), options...)
 		// The controllers ask this factory for every informer, cluster-scoped or not.
 		controllerFactory := factory
 		if m.shard != nil {
-			controllerFactory = m.shard.wrap(factory)
+			controllerFactory = m.shard.Wrap(factory)
 		}
 		built.caches = &controllers.CacheSyncTracker{}
 		built.controllers, err = m.build(ctx, controllers.Context{
@@ -138,7 +139,7 @@ func (m *controllerManager) addStages(l *lifecycle) *builtControllers {
 		// informer requested after Start would never run.
 		factory.Start(ctx.Done())
 		if m.shard != nil {
-			m.shard.startCluster()
+			m.shard.StartCluster()
 		}
 		m.readiness.setInformers(func() []string { return unsyncedInformers(factory) })
 		// Shutdown waits for the informers and releases their name; a shard's term also
@@ -146,7 +147,7 @@ func (m *controllerManager) addStages(l *lifecycle) *builtControllers {
 		if m.shard != nil {
 			return func() {
 				factory.Shutdown()
-				m.shard.removeHandlers()
+				m.shard.RemoveHandlers()
 			}, nil
 		}
 		return factory.Shutdown, nil

@@ -169,13 +169,13 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 		})
 	case cfg.Sharding.Shards > 1:
 		// Active-active: the namespaces are cut into shards, and this replica runs the
-		// controllers on its fair share of them; see shardedReplica.
-		replica, buildErr := newShardedReplica(cfg, manager, clients, probeClient, events)
+		// controllers on its fair share of them; see sharding.Replica.
+		replica, buildErr := newShardedReplica(cfg, manager, clients, probeClient, events, ready)
 		if buildErr != nil {
 			return buildErr
 		}
-		replica.ready, status.shards = ready, replica.status
-		err = process.run(ctx, "shards", replica.run)
+		status.shards = replica.Status
+		err = process.run(ctx, "shards", replica.Run)
 	case le.WarmStandby:
 		// A warm standby builds the controllers and syncs the informers before and
 		// during the election, so that leading only starts the workers: the election

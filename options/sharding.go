@@ -39,7 +39,8 @@ func (o *ShardingOptions) AddFlags(fs *pflag.FlagSet) {
 		"Number of shards the namespaces are cut into (1 to %d). With more than 1, every replica holds at most "+
 			"its fair share of the shards (each a Lease named after --leader-elect-resource-name with the shard's "+
 			"number appended) and runs the controllers on that shard's namespaces only. Needs --leader-elect and "+
-			"an apiserver with the ShardedListAndWatch feature gate (alpha); mini-kcm refuses to start without it.", maxShards))
+			"an apiserver with the ShardedListAndWatch feature gate (alpha) for its memory to shrink; without it every "+
+			"replica receives every shard's objects and drops those outside its shards itself.", maxShards))
 	fs.Float64Var(&o.RebalanceThreshold, "shard-rebalance-threshold", o.RebalanceThreshold,
 		"With --shards above 1: when a shard's pods differ from the mean by more than (this - 1) times the mean, "+
 			"above or below, the namespaces are cut anew, if the new cut is at least 10% more even. A replica holds "+

@@ -28,9 +28,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
-	"github.com/mini-kcm/mini-kcm/app/shards"
 	"github.com/mini-kcm/mini-kcm/leaderelection"
 	"github.com/mini-kcm/mini-kcm/options"
+	"github.com/mini-kcm/mini-kcm/sharding"
 	"github.com/mini-kcm/mini-kcm/test/controlplane"
 )
 
@@ -677,7 +677,7 @@ func (c *shardCluster) heldShards(ctx context.Context) (held map[string][]int, c
 		}
 		if c.shards == 1 && l.Name == benchLeaseName {
 			held[replica] = append(held[replica], 0)
-		} else if shard, ok := shards.ShardOf(benchLeaseName, l.Name); ok && c.shards > 1 && shard < c.shards {
+		} else if shard, ok := sharding.ShardOf(benchLeaseName, l.Name); ok && c.shards > 1 && shard < c.shards {
 			held[replica] = append(held[replica], shard)
 		}
 	}
@@ -705,7 +705,7 @@ func replicaIdentity(logPath string) (string, error) {
 
 // podsInShard counts the pods the apiserver returns for a shard's selector: what the
 // informers of the replica holding that shard list and watch.
-func (c *shardCluster) podsInShard(ctx context.Context, plan shards.Plan, shard int) (int, error) {
+func (c *shardCluster) podsInShard(ctx context.Context, plan sharding.Plan, shard int) (int, error) {
 	opts := metav1.ListOptions{}
 	if c.shards > 1 {
 		opts.ShardSelector = plan.Selector(shard).String()

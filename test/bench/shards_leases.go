@@ -12,7 +12,7 @@ import (
 	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/mini-kcm/mini-kcm/app/shards"
+	"github.com/mini-kcm/mini-kcm/sharding"
 )
 
 // leaseTimeline follows the replicas' Leases as the benchmark's informer sees them:
@@ -25,7 +25,7 @@ type leaseTimeline struct {
 	mu sync.Mutex
 	// origin is the start of the workload, which the times of the summary count from.
 	origin time.Time
-	active *shards.Epoch
+	active *sharding.Epoch
 	// settledErr says why the shards are not all held, nil when they are.
 	settledErr                   error
 	proposed, activated, allHeld map[int64]time.Time
@@ -61,12 +61,12 @@ func (t *leaseTimeline) observe(lister coordinationlisters.LeaseLister) {
 		}
 		return
 	}
-	plan := byName[shards.PlanLeaseName(benchLeaseName)]
+	plan := byName[sharding.PlanLeaseName(benchLeaseName)]
 	if plan == nil {
 		t.settledErr = fmt.Errorf("no plan Lease yet")
 		return
 	}
-	active, next, err := shards.PlanOf(plan)
+	active, next, err := sharding.PlanOf(plan)
 	if err != nil {
 		t.settledErr = err
 		return
@@ -90,12 +90,12 @@ func (t *leaseTimeline) observe(lister coordinationlisters.LeaseLister) {
 		return
 	}
 	for i := range active.Plan.Shards() {
-		l := byName[shards.ShardLeaseName(benchLeaseName, i)]
+		l := byName[sharding.ShardLeaseName(benchLeaseName, i)]
 		switch {
 		case l == nil:
 			t.settledErr = fmt.Errorf("shard %d has no Lease", i)
-		case l.Labels[shards.LabelEpoch] != active.Label():
-			t.settledErr = fmt.Errorf("shard %d's Lease belongs to epoch %s, the plan is at %d", i, l.Labels[shards.LabelEpoch], active.Number)
+		case l.Labels[sharding.LabelEpoch] != active.Label():
+			t.settledErr = fmt.Errorf("shard %d's Lease belongs to epoch %s, the plan is at %d", i, l.Labels[sharding.LabelEpoch], active.Number)
 		case ptr.Deref(l.Spec.HolderIdentity, "") == "":
 			t.settledErr = fmt.Errorf("shard %d is not held", i)
 		}
@@ -123,11 +123,11 @@ func (t *leaseTimeline) settled() error {
 }
 
 // activePlan returns the active plan (no cuts with one shard).
-func (t *leaseTimeline) activePlan() shards.Plan {
+func (t *leaseTimeline) activePlan() sharding.Plan {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.active == nil {
-		return shards.Plan{}
+		return sharding.Plan{}
 	}
 	return t.active.Plan
 }

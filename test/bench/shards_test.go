@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mini-kcm/mini-kcm/app/shards"
+	"github.com/mini-kcm/mini-kcm/sharding"
 )
 
 func TestPackageOfStripsTheFunctionFromItsImportPath(t *testing.T) {
@@ -62,7 +62,7 @@ func TestTenantNamespacesCrowdTogetherAndRandomOnesDoNot(t *testing.T) {
 	used := func(names []string) int {
 		seen := map[int]bool{}
 		for _, ns := range names {
-			seen[shards.Equal(6).Shard(ns)] = true
+			seen[sharding.Equal(6).Shard(ns)] = true
 		}
 		return len(seen)
 	}

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/mini-kcm/mini-kcm/app/shards"
+	"github.com/mini-kcm/mini-kcm/sharding"
 	"github.com/mini-kcm/mini-kcm/test/controlplane"
 )
 
@@ -204,7 +204,7 @@ func poll(timeout, interval time.Duration, check func() error) error {
 }
 
 // ServerFiltersByShard asks the suite's apiserver whether it filters lists by
-// shardSelector (shards.ServerFilters), with a Service of the test's own to probe with,
+// shardSelector (sharding.ServerFilters), with a Service of the test's own to probe with,
 // in case the apiserver has not created default/kubernetes yet.
 func (f *Framework) ServerFiltersByShard() bool {
 	f.t.Helper()
@@ -213,7 +213,7 @@ func (f *Framework) ServerFiltersByShard() bool {
 	if _, err := f.Client.CoreV1().Services(f.Namespace).Create(f.Context(), probe, metav1.CreateOptions{}); err != nil {
 		f.t.Fatal(err)
 	}
-	filters, err := shards.ServerFilters(f.Context(), f.Client)
+	filters, err := sharding.ServerFilters(f.Context(), f.Client)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/mini-kcm/mini-kcm/app/shards"
+	"github.com/mini-kcm/mini-kcm/sharding"
 	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
 )
 
@@ -39,8 +39,8 @@ func TestEachShardListsExactlyItsNamespaces(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	plan := shards.Balanced(weights, shardCount)
-	if equal := shards.Imbalance(shards.Equal(shardCount).Loads(weights)); equal < 2 {
+	plan := sharding.Balanced(weights, shardCount)
+	if equal := sharding.Imbalance(sharding.Equal(shardCount).Loads(weights)); equal < 2 {
 		t.Logf("equal ranges would have been balanced enough here (imbalance %.2f)", equal)
 	}
 	for i := range shardCount {

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
-	"github.com/mini-kcm/mini-kcm/app/shards"
+	"github.com/mini-kcm/mini-kcm/sharding"
 	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
 )
 
@@ -218,14 +218,14 @@ func waitForPods(t *testing.T, f *framework.Framework, tenants []string, want in
 func shardLeases(t *testing.T, f *framework.Framework) map[int]coordinationv1.Lease {
 	t.Helper()
 	list, err := f.Client.CoordinationV1().Leases(f.LeaseNamespace).List(f.Context(), metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(shards.Labels(f.LeaseName, shards.RoleShard)).String(),
+		LabelSelector: labels.SelectorFromSet(sharding.Labels(f.LeaseName, sharding.RoleShard)).String(),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[int]coordinationv1.Lease{}
 	for _, l := range list.Items {
-		if i, ok := shards.ShardOf(f.LeaseName, l.Name); ok {
+		if i, ok := sharding.ShardOf(f.LeaseName, l.Name); ok {
 			out[i] = l
 		}
 	}
@@ -277,7 +277,7 @@ func waitForMembers(t *testing.T, f *framework.Framework, n int) {
 	t.Helper()
 	framework.EventuallyEvery(t, time.Minute, 50*time.Millisecond, func() error {
 		list, err := f.Client.CoordinationV1().Leases(f.LeaseNamespace).List(f.Context(), metav1.ListOptions{
-			LabelSelector: labels.SelectorFromSet(shards.Labels(f.LeaseName, shards.RoleMember)).String(),
+			LabelSelector: labels.SelectorFromSet(sharding.Labels(f.LeaseName, sharding.RoleMember)).String(),
 		})
 		if err != nil {
 			return err
@@ -296,13 +296,13 @@ func waitForMembers(t *testing.T, f *framework.Framework, n int) {
 	})
 }
 
-func activeEpoch(t *testing.T, f *framework.Framework) shards.Epoch {
+func activeEpoch(t *testing.T, f *framework.Framework) sharding.Epoch {
 	t.Helper()
-	l, err := f.Client.CoordinationV1().Leases(f.LeaseNamespace).Get(f.Context(), shards.PlanLeaseName(f.LeaseName), metav1.GetOptions{})
+	l, err := f.Client.CoordinationV1().Leases(f.LeaseNamespace).Get(f.Context(), sharding.PlanLeaseName(f.LeaseName), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	active, _, err := shards.PlanOf(l)
+	active, _, err := sharding.PlanOf(l)
 	if err != nil || active == nil {
 		t.Fatalf("plan Lease: active %v, err %v", active, err)
 	}

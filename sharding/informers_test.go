@@ -1,4 +1,4 @@
-package app
+package sharding
 
 import (
 	"testing"
@@ -30,8 +30,8 @@ func (c *countingInformer) RemoveEventHandler(cache.ResourceEventHandlerRegistra
 func TestAShardTermsNodeHandlersAreRemovedWithTheTerm(t *testing.T) {
 	client := fake.NewClientset()
 	cluster := informers.NewSharedInformerFactory(client, 0)
-	shard := &shardInformers{selector: "x", cluster: cluster}
-	factory := shard.wrap(informers.NewSharedInformerFactory(client, 0))
+	shard := &Informers{selector: "x", cluster: cluster}
+	factory := shard.Wrap(informers.NewSharedInformerFactory(client, 0))
 	if _, ok := factory.Core().V1().Nodes().Informer().(trackedInformer); !ok {
 		t.Fatal("the shard's Node informer is not the tracked cluster one")
 	}
@@ -43,11 +43,11 @@ func TestAShardTermsNodeHandlersAreRemovedWithTheTerm(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	shard.removeHandlers()
+	shard.RemoveHandlers()
 	if counting.added != 2 || counting.removed != 2 {
 		t.Errorf("added %d handlers, removed %d at the end of the term; want 2 and 2", counting.added, counting.removed)
 	}
-	shard.removeHandlers()
+	shard.RemoveHandlers()
 	if counting.removed != 2 {
 		t.Errorf("a second removal removed again (%d)", counting.removed)
 	}

@@ -1,4 +1,4 @@
-// Package shards cuts the namespaces of a cluster into shards that mini-kcm replicas
+// Package sharding cuts the namespaces of a cluster into shards that mini-kcm replicas
 // can work on independently (issue #17): everything a controller relates (a Deployment,
 // its ReplicaSets and their pods; a Service, its pods and its Endpoints) lives in one
 // namespace, so a shard is a set of whole namespaces.
@@ -10,7 +10,7 @@
 // width would put them all into one shard. A Plan therefore cuts the space where the
 // namespaces that exist are, at the weighted quantiles of their hashes, so that each
 // shard holds about the same number of objects.
-package shards
+package sharding
 
 import (
 	"cmp"
@@ -21,7 +21,7 @@ import (
 	"strconv"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/sharding"
+	apisharding "k8s.io/apimachinery/pkg/sharding"
 )
 
 // NamespaceKey is the field the shards hash: the object's namespace.
@@ -36,7 +36,7 @@ type Plan struct {
 
 // Hash returns a namespace's place in the hash space, as the apiserver computes it.
 func Hash(namespace string) uint64 {
-	h, err := strconv.ParseUint(sharding.HashField(namespace), 16, 64)
+	h, err := strconv.ParseUint(apisharding.HashField(namespace), 16, 64)
 	if err != nil {
 		panic(fmt.Sprintf("sharding.HashField returned a value that is not 16 hex digits: %v", err)) // cannot happen
 	}
@@ -59,9 +59,9 @@ func (p Plan) Shard(namespace string) int {
 
 // Selector returns the apiserver's shardSelector of shard i, which also matches objects
 // on the client (sharding.Selector.Matches) where the apiserver cannot filter.
-func (p Plan) Selector(i int) sharding.Selector {
+func (p Plan) Selector(i int) apisharding.Selector {
 	start, end := p.Bounds(i)
-	return sharding.NewSelector(sharding.ShardRangeRequirement{Key: NamespaceKey, Start: start, End: end})
+	return apisharding.NewSelector(apisharding.ShardRangeRequirement{Key: NamespaceKey, Start: start, End: end})
 }
 
 // Bounds returns shard i's range [start, end) in the selector's hex notation; the last

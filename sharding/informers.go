@@ -1,4 +1,4 @@
-package app
+package sharding
 
 import (
 	"sync"
@@ -8,17 +8,20 @@ import (
 	"k8s.io/client-go/informers"
 	coreinformers "k8s.io/client-go/informers/core"
 	corev1informers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
 
-// shardInformers gives a shard's controllers their informers: namespaced ones list and
+// Informers gives a shard's controllers their informers: namespaced ones list and
 // watch with the shard's shardSelector, so that the apiserver sends only the shard's
 // objects; cluster-scoped ones (Nodes, which the EndpointSlice controller reads for
 // topology) belong to no namespace and so to no shard, and come from the replica's one
 // unfiltered factory, shared by all the shards it holds.
-type shardInformers struct {
-	// selector is the shard's shardSelector.
+type Informers struct {
+	// selector is the shard's shardSelector; filter drops what an apiserver that
+	// ignores it sends anyway.
 	selector string
+	filter   rangeFilter
 	// cluster is the replica's factory of cluster-scoped informers.
 	cluster informers.SharedInformerFactory
 	// clusterStop stops the cluster-scoped informers: they outlive a shard's term.
@@ -36,8 +39,9 @@ type handlerRegistration struct {
 	registration cache.ResourceEventHandlerRegistration
 }
 
-// removeHandlers removes the handlers the term added to the cluster informers.
-func (s *shardInformers) removeHandlers() {
+// RemoveHandlers removes the handlers the term added to the cluster informers; call
+// it once the shard's own informers stopped.
+func (s *Informers) RemoveHandlers() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, h := range s.handlers {
@@ -46,27 +50,33 @@ func (s *shardInformers) removeHandlers() {
 	s.handlers = nil
 }
 
-func (s *shardInformers) track(informer cache.SharedIndexInformer, registration cache.ResourceEventHandlerRegistration) {
+func (s *Informers) track(informer cache.SharedIndexInformer, registration cache.ResourceEventHandlerRegistration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.handlers = append(s.handlers, handlerRegistration{informer: informer, registration: registration})
 }
 
-// options returns the factory options that restrict a factory to the shard.
-func (s *shardInformers) options() []informers.SharedInformerOption {
+// Options returns the factory options that restrict a factory to the shard.
+func (s *Informers) Options() []informers.SharedInformerOption {
 	return []informers.SharedInformerOption{informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.ShardSelector = s.selector
 	})}
 }
 
-// wrap returns f with its cluster-scoped informers taken from the cluster factory.
-func (s *shardInformers) wrap(f informers.SharedInformerFactory) informers.SharedInformerFactory {
+// Client returns the client the shard's informers list and watch with: it drops every
+// object outside the shard's range, whatever the apiserver sends (see filter.go).
+func (s *Informers) Client(c kubernetes.Interface) kubernetes.Interface {
+	return filteredClient{Interface: c, f: s.filter}
+}
+
+// Wrap returns f with its cluster-scoped informers taken from the cluster factory.
+func (s *Informers) Wrap(f informers.SharedInformerFactory) informers.SharedInformerFactory {
 	return shardFactory{SharedInformerFactory: f, cluster: s.cluster, shard: s}
 }
 
-// startCluster starts the cluster-scoped informers the shard's controllers asked for;
+// StartCluster starts the cluster-scoped informers the shard's controllers asked for;
 // those another shard asked for already run.
-func (s *shardInformers) startCluster() { s.cluster.Start(s.clusterStop) }
+func (s *Informers) StartCluster() { s.cluster.Start(s.clusterStop) }
 
 // shardFactory, shardCore and shardCoreV1 route Core().V1().Nodes() to the cluster
 // factory; everything else is the shard's. Nodes is the only cluster-scoped informer a
@@ -74,7 +84,7 @@ func (s *shardInformers) startCluster() { s.cluster.Start(s.clusterStop) }
 type shardFactory struct {
 	informers.SharedInformerFactory
 	cluster informers.SharedInformerFactory
-	shard   *shardInformers
+	shard   *Informers
 }
 
 func (f shardFactory) Core() coreinformers.Interface {
@@ -84,7 +94,7 @@ func (f shardFactory) Core() coreinformers.Interface {
 type shardCore struct {
 	coreinformers.Interface
 	cluster coreinformers.Interface
-	shard   *shardInformers
+	shard   *Informers
 }
 
 func (c shardCore) V1() corev1informers.Interface {
@@ -94,7 +104,7 @@ func (c shardCore) V1() corev1informers.Interface {
 type shardCoreV1 struct {
 	corev1informers.Interface
 	cluster corev1informers.Interface
-	shard   *shardInformers
+	shard   *Informers
 }
 
 func (c shardCoreV1) Nodes() corev1informers.TypedNodeInformer {
@@ -105,7 +115,7 @@ func (c shardCoreV1) Nodes() corev1informers.TypedNodeInformer {
 // tracked for the shard's term.
 type trackedNodes struct {
 	corev1informers.TypedNodeInformer
-	shard *shardInformers
+	shard *Informers
 }
 
 func (n trackedNodes) Informer() cache.SharedIndexInformer {
@@ -114,7 +124,7 @@ func (n trackedNodes) Informer() cache.SharedIndexInformer {
 
 type trackedInformer struct {
 	cache.SharedIndexInformer
-	shard *shardInformers
+	shard *Informers
 }
 
 func (i trackedInformer) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {

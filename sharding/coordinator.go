@@ -1,0 +1,355 @@
+package sharding
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/mini-kcm/mini-kcm/leaderelection"
+)
+
+// coordinator cuts the namespaces into shards and moves the cuts, on the replica
+// that holds the base Lease (see Replica for how the replicas agree). It writes
+// Leases only: the plan Lease's annotations and the shard Leases' epoch labels, each
+// with the resourceVersion it read, so that a coordinator that lost its Lease without
+// noticing can at worst fail a write, never undo its successor's.
+type coordinator struct {
+	replica *Replica
+
+	// weighed is when the coordinator last weighed the shards.
+	weighed time.Time
+}
+
+// run campaigns for the base Lease and coordinates while holding it, until ctx is
+// cancelled. Losing the base Lease only ends the coordination (the shards' own Leases
+// guard the work), so it campaigns again.
+func (c *coordinator) run(ctx context.Context) {
+	r := c.replica
+	for ctx.Err() == nil {
+		err := leaderelection.Run(ctx, leaderelection.Config{
+			Client:        r.Client,
+			Namespace:     r.Namespace,
+			Name:          r.Base,
+			Identity:      r.Identity,
+			LeaseDuration: r.Timings.LeaseDuration,
+			RenewDeadline: r.Timings.RenewDeadline,
+			RetryPeriod:   r.Timings.RetryPeriod,
+			EventRecorder: r.recorder,
+			Exit:          func(int) {},
+		}, c.coordinate)
+		if err != nil && ctx.Err() == nil {
+			klog.FromContext(ctx).Info("Stopped coordinating the shards; campaigning again", "reason", err)
+		}
+	}
+}
+
+// coordinate runs one step every retry period until ctx is cancelled.
+func (c *coordinator) coordinate(ctx context.Context) error {
+	klog.FromContext(ctx).Info("Coordinating the shards", "shards", c.replica.Shards)
+	ticker := time.NewTicker(c.replica.Timings.RetryPeriod)
+	defer ticker.Stop()
+	for {
+		if err := c.step(ctx); err != nil && ctx.Err() == nil {
+			klog.FromContext(ctx).Error(err, "Coordinating the shards")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		}
+	}
+}
+
+// step moves the plan one step on: it writes the first plan, completes a handover in
+// progress, or starts one when the shard count changed or the shards grew unbalanced.
+func (c *coordinator) step(ctx context.Context) error {
+	r := c.replica
+	logger := klog.FromContext(ctx)
+	plan, err := r.leases.Get(PlanLeaseName(r.Base))
+	if apierrors.IsNotFound(err) {
+		weights, err := c.replica.Weigh(ctx)
+		if err != nil {
+			return err
+		}
+		// An epoch never repeats: the shard Leases may still carry the epoch of the
+		// deleted plan, and a handover compares labels.
+		first := Epoch{Number: c.nextEpochNumber(nil, nil), Plan: Balanced(weights, r.Shards)}
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
+			Name: PlanLeaseName(r.Base), Namespace: r.Namespace,
+			Labels:      Labels(r.Base, RolePlan),
+			Annotations: map[string]string{AnnotationNext: first.String()},
+		}}
+		if _, err := c.replica.CoordinatorClient.CoordinationV1().Leases(r.Namespace).Create(ctx, lease, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating the plan Lease: %w", err)
+		}
+		logger.Info("Cut the namespaces into shards", "epoch", first.Number, "plan", first.Plan.String(), "namespaces", len(weights))
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	active, next, err := PlanOf(plan)
+	if err != nil {
+		return err
+	}
+	c.forgetDeparted(ctx)
+	if next == nil && active != nil {
+		c.recreateMissing(ctx, *active)
+	}
+	switch {
+	case next != nil:
+		if !c.handOver(ctx, *next) {
+			return nil
+		}
+		updated := plan.DeepCopy()
+		updated.Annotations[AnnotationPlan] = next.String()
+		delete(updated.Annotations, AnnotationNext)
+		if updated, err = c.replica.CoordinatorClient.CoordinationV1().Leases(r.Namespace).Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("activating plan epoch %d: %w", next.Number, err)
+		}
+		logger.Info("Activated a shard plan: the shards may be campaigned for", "epoch", next.Number, "plan", next.Plan.String())
+		c.replica.recorder.Eventf(updated, corev1.EventTypeNormal, "ShardPlanActive", "Epoch %d with %d shards is active: %s",
+			next.Number, next.Plan.Shards(), next.Plan.String())
+		return nil
+	case active == nil || active.Plan.Shards() != r.Shards:
+		weights, err := c.replica.Weigh(ctx)
+		if err != nil {
+			return err
+		}
+		return c.propose(ctx, plan, Epoch{Number: c.nextEpochNumber(active, next), Plan: Balanced(weights, r.Shards)},
+			fmt.Sprintf("--shards=%d", r.Shards))
+	case c.replica.now().Sub(c.weighed) >= c.replica.RebalancePeriod:
+		weights, err := c.replica.Weigh(ctx)
+		if err != nil {
+			return err
+		}
+		c.weighed = c.replica.now()
+		current := Imbalance(active.Plan.Loads(weights))
+		candidate := Balanced(weights, r.Shards)
+		better := Imbalance(candidate.Loads(weights))
+		logger.V(2).Info("Weighed the shards", "imbalance", current, "threshold", c.replica.RebalanceThreshold, "balancedImbalance", better)
+		if current <= c.replica.RebalanceThreshold {
+			return nil
+		}
+		// Moving the cuts pauses every shard, so only for a clear gain.
+		if better*1.1 >= current {
+			logger.Info("The shards are unbalanced, but no cut of these namespaces is clearly better; keeping the cuts",
+				"imbalance", current, "threshold", c.replica.RebalanceThreshold, "balancedImbalance", better)
+			return nil
+		}
+		return c.propose(ctx, plan, Epoch{Number: c.nextEpochNumber(active, next), Plan: candidate},
+			fmt.Sprintf("imbalance %.2f above the threshold %.2f; the new cut has %.2f", current, c.replica.RebalanceThreshold, better))
+	}
+	return nil
+}
+
+// forgetDeparted deletes the membership Leases of replicas that stopped renewing them
+// (killed, or partitioned for a lease duration), so that they do not pile up; a replica
+// that comes back creates its Lease again. The delete is conditional on the
+// resourceVersion that was seen to expire.
+func (c *coordinator) forgetDeparted(ctx context.Context) {
+	r := c.replica
+	members, err := r.leases.List(labelsOf(r.Base, RoleMember))
+	if err != nil {
+		return
+	}
+	now := r.now()
+	for _, m := range members {
+		if !r.seen.expired(m, now) {
+			continue
+		}
+		err := c.replica.CoordinatorClient.CoordinationV1().Leases(r.Namespace).Delete(ctx, m.Name, metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{ResourceVersion: &m.ResourceVersion},
+		})
+		if err == nil {
+			klog.FromContext(ctx).Info("Forgot a replica that stopped renewing its membership", "replica", holder(m))
+		}
+	}
+}
+
+// nextEpochNumber returns an epoch number above every one in use: the plan's active
+// and next ones and every shard Lease's label. Epochs must never repeat (a deleted plan
+// Lease would otherwise restart them at 1): a handover waits for every shard Lease to
+// carry the next epoch, and a Lease that already carried it would count as handed over
+// while its holder still works on an old range.
+func (c *coordinator) nextEpochNumber(active, next *Epoch) int64 {
+	var highest int64
+	for _, e := range []*Epoch{active, next} {
+		if e != nil {
+			highest = max(highest, e.Number)
+		}
+	}
+	r := c.replica
+	if all, err := r.leases.List(labelsOf(r.Base, RoleShard)); err == nil {
+		for _, l := range all {
+			if n, err := strconv.ParseInt(l.Labels[LabelEpoch], 10, 64); err == nil {
+				highest = max(highest, n)
+			}
+		}
+	}
+	return highest + 1
+}
+
+// recreateMissing creates the shard Leases of the active epoch that are missing
+// (deleted by hand), so that their namespaces are served again without waiting for a
+// recut. Such a Lease is created held by the coordinator for a lease duration: the
+// deleted Lease's holder may still work on the shard until its fence closes, and the
+// replicas take a held Lease only once they saw it unchanged for its duration, while
+// the old holder, reading another holder, loses it at once.
+func (c *coordinator) recreateMissing(ctx context.Context, active Epoch) {
+	r := c.replica
+	for shard := range active.Plan.Shards() {
+		name := ShardLeaseName(r.Base, shard)
+		if _, err := r.leases.Get(name); !apierrors.IsNotFound(err) {
+			continue
+		}
+		now := metav1.NowMicro()
+		lease := &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.Namespace, Labels: withEpoch(Labels(r.Base, RoleShard), active)},
+			Spec: coordinationv1.LeaseSpec{
+				HolderIdentity:       ptr.To(recreatedHolder),
+				LeaseDurationSeconds: ptr.To(int32(r.Timings.LeaseDuration.Seconds())),
+				AcquireTime:          &now,
+				RenewTime:            &now,
+			},
+		}
+		_, err := r.CoordinatorClient.CoordinationV1().Leases(r.Namespace).Create(ctx, lease, metav1.CreateOptions{})
+		switch {
+		case err == nil:
+			klog.FromContext(ctx).Info("Recreated a deleted shard Lease; it is free once it expires", "shard", shard, "epoch", active.Number)
+		case !apierrors.IsAlreadyExists(err):
+			klog.FromContext(ctx).Error(err, "Recreating a deleted shard Lease", "shard", shard)
+		}
+	}
+}
+
+// recreatedHolder holds a recreated shard Lease until it expires.
+const recreatedHolder = "recreated-by-the-shard-coordinator"
+
+// propose writes next as the plan's next epoch, which starts the handover.
+func (c *coordinator) propose(ctx context.Context, plan *coordinationv1.Lease, next Epoch, why string) error {
+	r := c.replica
+	updated := plan.DeepCopy()
+	if updated.Annotations == nil {
+		updated.Annotations = map[string]string{}
+	}
+	updated.Annotations[AnnotationNext] = next.String()
+	updated, err := c.replica.CoordinatorClient.CoordinationV1().Leases(r.Namespace).Update(ctx, updated, metav1.UpdateOptions{})
+	if err != nil {
+		return fmt.Errorf("proposing plan epoch %d: %w", next.Number, err)
+	}
+	klog.FromContext(ctx).Info("Moving the shard cuts: every shard is handed over", "epoch", next.Number, "plan", next.Plan.String(), "reason", why)
+	c.replica.recorder.Eventf(updated, corev1.EventTypeNormal, "ShardPlanChanging", "Handing every shard over to epoch %d (%s)", next.Number, why)
+	return nil
+}
+
+// handOver carries out decideHandOver on the shard Leases in the cache: it creates the
+// missing ones and relabels the released (or expired) ones with next's epoch, and
+// reports whether all carry it.
+func (c *coordinator) handOver(ctx context.Context, next Epoch) bool {
+	r := c.replica
+	logger := klog.FromContext(ctx)
+	leases := c.replica.CoordinatorClient.CoordinationV1().Leases(r.Namespace)
+	all, err := r.leases.List(labelsOf(r.Base, RoleShard))
+	if err != nil {
+		logger.Error(err, "Listing the shard Leases")
+		return false
+	}
+	actions, done := decideHandOver(r.Base, all, r.seen.snapshot(), next, r.now())
+	for _, a := range actions {
+		switch a.kind {
+		case createShardLease:
+			lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
+				Name: ShardLeaseName(r.Base, a.shard), Namespace: r.Namespace,
+				Labels: withEpoch(Labels(r.Base, RoleShard), next),
+			}}
+			if _, err := leases.Create(ctx, lease, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				logger.Error(err, "Creating a shard Lease", "shard", a.shard)
+			}
+		case relabelShardLease:
+			updated := a.lease.DeepCopy()
+			updated.Labels = withEpoch(updated.Labels, next)
+			updated.Spec.HolderIdentity = nil
+			if _, err := leases.Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
+				logger.Info("Relabelling a shard Lease failed; retrying", "shard", a.shard, "err", err)
+			}
+		}
+	}
+	return done
+}
+
+// coordinatorActionKind is what a coordinator's action does.
+type coordinatorActionKind int
+
+const (
+	// createShardLease creates a missing shard Lease with the next epoch, released.
+	createShardLease coordinatorActionKind = iota
+	// relabelShardLease gives a released or expired shard Lease the next epoch,
+	// conditional on the resourceVersion seen, and releases it.
+	relabelShardLease
+)
+
+type coordinatorAction struct {
+	kind  coordinatorActionKind
+	shard int
+	lease *coordinationv1.Lease
+}
+
+// decideHandOver decides one step of the handover to next: every shard Lease of next's
+// plan that is missing is created, and every one that does not carry next's epoch is
+// relabelled once its holder released it or it expired (seen unchanged, at its
+// resourceVersion, for its duration); Leases beyond next's count are relabelled too, so
+// that nobody works on them. done reports that every Lease already carries next.
+func decideHandOver(base string, shardLeases []*coordinationv1.Lease, seen map[string]observation, next Epoch, now time.Time) (actions []coordinatorAction, done bool) {
+	byShard := map[int]*coordinationv1.Lease{}
+	for _, l := range shardLeases {
+		if shard, ok := ShardOf(base, l.Name); ok {
+			byShard[shard] = l
+		}
+	}
+	// Up to the highest shard Lease there is: a gap (a deleted Lease) must not hide
+	// the Leases above it.
+	highest := next.Plan.Shards()
+	for shard := range byShard {
+		highest = max(highest, shard+1)
+	}
+	done = true
+	for shard := range highest {
+		l, ok := byShard[shard]
+		switch {
+		case !ok && shard < next.Plan.Shards():
+			actions = append(actions, coordinatorAction{kind: createShardLease, shard: shard})
+			done = false
+		case !ok || l.Labels[LabelEpoch] == next.Label():
+		case !expiredAt(l, seen, now):
+			done = false // its holder is still draining
+		default:
+			actions = append(actions, coordinatorAction{kind: relabelShardLease, shard: shard, lease: l})
+			done = false // the informer shows the relabelled Lease on a later pass
+		}
+	}
+	return actions, done
+}
+
+func withEpoch(labels map[string]string, e Epoch) map[string]string {
+	out := map[string]string{}
+	for k, v := range labels {
+		out[k] = v
+	}
+	out[LabelEpoch] = e.Label()
+	return out
+}
+
+// labelsOf selects base's Leases in role.
+func labelsOf(base, role string) labels.Selector {
+	return labels.SelectorFromSet(Labels(base, role))
+}

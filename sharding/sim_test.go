@@ -1,0 +1,638 @@
+package sharding
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/mini-kcm/mini-kcm/leaderelection"
+)
+
+// The simulator runs N replicas and their coordinator in one goroutine on a virtual
+// clock, over an in-memory Lease store with resourceVersion conflicts. Each replica
+// decides with the real decideReplica on its own, possibly stale and reordered, view of
+// the Leases; the replica holding the base Lease runs the real coordinator step; shard
+// elections follow client-go's rules with the epoch guard (acquire a released Lease or
+// one seen unchanged for its duration, renew within the renew deadline, lose it on
+// reading another holder), and a term's fence is open until its last renewal plus the
+// lease duration minus leaderelection.Margin. A seed picks the schedule: crashes,
+// freezes, slow watches, plan and shard Lease deletions, changed weights (recuts),
+// workers slow to stop. After every step the invariants are checked; a failure prints
+// the seed and the trace.
+
+var (
+	simSeeds = flag.Int("sim-seeds", 0, "number of simulator schedules (0: SHARDING_SIM_SEEDS or the default)")
+	simSeed  = flag.Int64("sim-seed", -1, "run this one simulator schedule, verbosely")
+)
+
+const (
+	simLease    = 15 * time.Second
+	simRenew    = 10 * time.Second
+	simRetry    = 2 * time.Second
+	simShutdown = 10 * time.Second
+	simShards   = 4
+	simReplicas = 3
+	simSteps    = 600
+)
+
+// simStore is the apiserver's Lease storage: every write bumps the resourceVersion, and
+// an update or a conditional delete with another resourceVersion than stored conflicts.
+type simStore struct {
+	rv     int64
+	leases map[string]*coordinationv1.Lease
+}
+
+func (s *simStore) list() []*coordinationv1.Lease {
+	var out []*coordinationv1.Lease
+	for _, l := range s.leases {
+		out = append(out, l.DeepCopy())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+var leaseResource = schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
+
+func (s *simStore) create(l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	if _, ok := s.leases[l.Name]; ok {
+		return nil, apierrors.NewAlreadyExists(leaseResource, l.Name)
+	}
+	s.rv++
+	l = l.DeepCopy()
+	l.ResourceVersion = strconv.FormatInt(s.rv, 10)
+	s.leases[l.Name] = l
+	return l.DeepCopy(), nil
+}
+
+func (s *simStore) update(l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	old, ok := s.leases[l.Name]
+	if !ok {
+		return nil, apierrors.NewNotFound(leaseResource, l.Name)
+	}
+	if l.ResourceVersion != old.ResourceVersion {
+		return nil, apierrors.NewConflict(leaseResource, l.Name, fmt.Errorf("resourceVersion %s, stored %s", l.ResourceVersion, old.ResourceVersion))
+	}
+	s.rv++
+	l = l.DeepCopy()
+	l.ResourceVersion = strconv.FormatInt(s.rv, 10)
+	s.leases[l.Name] = l
+	return l.DeepCopy(), nil
+}
+
+func (s *simStore) delete(name, rv string) error {
+	old, ok := s.leases[name]
+	if !ok {
+		return apierrors.NewNotFound(leaseResource, name)
+	}
+	if rv != "" && rv != old.ResourceVersion {
+		return apierrors.NewConflict(leaseResource, name, fmt.Errorf("precondition %s, stored %s", rv, old.ResourceVersion))
+	}
+	delete(s.leases, name)
+	return nil
+}
+
+// client returns a clientset whose Lease calls reach the store.
+func (s *simStore) client() *fake.Clientset {
+	c := fake.NewClientset()
+	c.PrependReactor("*", "leases", func(a clienttesting.Action) (bool, kruntime.Object, error) {
+		switch a.GetVerb() {
+		case "get":
+			name := a.(clienttesting.GetAction).GetName()
+			l, ok := s.leases[name]
+			if !ok {
+				return true, nil, apierrors.NewNotFound(leaseResource, name)
+			}
+			return true, l.DeepCopy(), nil
+		case "create":
+			l, err := s.create(a.(clienttesting.CreateAction).GetObject().(*coordinationv1.Lease))
+			return true, l, err
+		case "update":
+			l, err := s.update(a.(clienttesting.UpdateAction).GetObject().(*coordinationv1.Lease))
+			return true, l, err
+		case "delete":
+			d := a.(clienttesting.DeleteAction)
+			rv := ""
+			if p := d.GetDeleteOptions().Preconditions; p != nil && p.ResourceVersion != nil {
+				rv = *p.ResourceVersion
+			}
+			return true, nil, s.delete(d.GetName(), rv)
+		}
+		return false, nil, nil
+	})
+	return c
+}
+
+// simElection is one election of a replica: a shard's (with its epoch) or the base
+// Lease's (shard -1, the coordinator's).
+type simElection struct {
+	shard    int
+	epoch    Epoch
+	leading  bool
+	stopping bool
+	// lastRenew is when the Lease was last acquired or renewed; the fence is open until
+	// lastRenew + lease duration - margin.
+	lastRenew time.Time
+	// observedRV and observedAt are client-go's observation of the Lease.
+	observedRV string
+	observedAt time.Time
+	// expired is a Lease to release first (breakExpired).
+	expired *coordinationv1.Lease
+	// stopAt is when the election was told to stop, drained when its workers stop.
+	stopAt, drained time.Time
+}
+
+type simReplica struct {
+	id        string
+	replica   *Replica
+	crashed   bool
+	frozenTil time.Time
+	// cache is the replica's Lease informer's view.
+	cache     map[string]*coordinationv1.Lease
+	elections map[int]*simElection
+}
+
+type sim struct {
+	t        *testing.T
+	rng      *rand.Rand
+	now      time.Time
+	store    *simStore
+	replicas []*simReplica
+	weights  map[string]int64
+	// epochs maps every epoch number written to the plan to its cuts.
+	epochs map[int64]string
+	trace  []string
+	// lastServed is when every shard of the active plan was last held.
+	lastServed time.Time
+	restarts   int
+	// violation is an invariant broken inside a step.
+	violation string
+}
+
+func (s *sim) logf(format string, args ...any) {
+	s.trace = append(s.trace, fmt.Sprintf("%8.1fs ", s.now.Sub(time.Unix(0, 0)).Seconds())+fmt.Sprintf(format, args...))
+}
+
+func newSim(t *testing.T, seed int64) *sim {
+	s := &sim{
+		t: t, rng: rand.New(rand.NewPCG(uint64(seed), 0x5eed)), now: time.Unix(0, 0),
+		store:   &simStore{leases: map[string]*coordinationv1.Lease{}},
+		weights: map[string]int64{}, epochs: map[int64]string{},
+	}
+	for i := range 12 {
+		s.weights[fmt.Sprintf("tenant-%02d", i)] = int64(1 + s.rng.IntN(20))
+	}
+	for range simReplicas {
+		s.replicas = append(s.replicas, s.newReplica())
+	}
+	return s
+}
+
+func (s *sim) newReplica() *simReplica {
+	s.restarts++
+	id := fmt.Sprintf("replica-%d", s.restarts)
+	client := s.store.client()
+	r := New(Config{
+		Base: testBase, Namespace: testNamespace, Identity: id, Shards: simShards,
+		Timings:            leaderelection.Timings{LeaseDuration: simLease, RenewDeadline: simRenew, RetryPeriod: simRetry},
+		RebalanceThreshold: 1.2, RebalancePeriod: time.Minute,
+		Client: client, CoordinatorClient: client, Probe: client,
+		Weigh: func(context.Context) (map[string]int64, error) {
+			w := map[string]int64{}
+			for k, v := range s.weights {
+				w[k] = v
+			}
+			return w, nil
+		},
+		Recorder: func() record.EventRecorder { return record.NewFakeRecorder(1000) },
+	})
+	r.recorder = r.Recorder()
+	r.now = func() time.Time { return s.now }
+	sr := &simReplica{id: id, replica: r, cache: map[string]*coordinationv1.Lease{}, elections: map[int]*simElection{}}
+	r.Exit = func(int) {
+		s.logf("EXIT %s", id)
+		sr.crashed = true
+	}
+	return sr
+}
+
+// refresh brings a replica's cache up to date, each Lease with probability p: a slow
+// watch, and updates seen out of order.
+func (s *sim) refresh(sr *simReplica, p float64) {
+	for _, l := range s.cached(sr) {
+		if _, ok := s.store.leases[l.Name]; !ok && s.rng.Float64() < p {
+			delete(sr.cache, l.Name)
+		}
+	}
+	for _, l := range s.store.list() {
+		if name := l.Name; l.Labels[LabelSet] == testBase && s.rng.Float64() < p {
+			sr.cache[name] = l.DeepCopy()
+		}
+	}
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for _, l := range sr.cache {
+		_ = indexer.Add(l)
+	}
+	sr.replica.leases = coordinationlisters.NewLeaseLister(indexer).Leases(testNamespace)
+}
+
+func (s *sim) cached(sr *simReplica) []*coordinationv1.Lease {
+	var out []*coordinationv1.Lease
+	for _, l := range sr.cache {
+		out = append(out, l)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func (s *sim) leaseName(shard int) string {
+	if shard < 0 {
+		return testBase
+	}
+	return ShardLeaseName(testBase, shard)
+}
+
+// stepElection moves one election on, as client-go's elector with the epoch guard does.
+func (s *sim) stepElection(sr *simReplica, e *simElection) (ended bool) {
+	name := s.leaseName(e.shard)
+	guarded := func(l *coordinationv1.Lease) bool { return e.shard < 0 || l.Labels[LabelEpoch] == e.epoch.Label() }
+	if e.stopping {
+		if e.stopAt.IsZero() {
+			// The term's workers take a while to stop, now and then longer than the
+			// shutdown timeout.
+			e.stopAt = s.now
+			d := time.Duration(s.rng.IntN(4000)) * time.Millisecond
+			if s.rng.IntN(40) == 0 {
+				d = 3 * simShutdown
+			}
+			e.drained = s.now.Add(d)
+		}
+		if s.now.Before(e.drained) {
+			if s.now.Sub(e.stopAt) >= simShutdown {
+				// The term gives up on its workers (ErrControllersStillRunning); the
+				// election ends, and the process must exit (the real electionEnded).
+				s.logf("%s: the workers of %s did not stop within the shutdown timeout", sr.id, name)
+				sr.replica.electionEnded(klog.Background(), fmt.Errorf("shutdown timeout: %w", leaderelection.ErrControllersStillRunning),
+					leaderelection.NewFence(name, simLease, nil))
+				if !sr.crashed {
+					s.violation = fmt.Sprintf("the workers of %s in %s outlived their term", name, sr.id)
+				}
+				return true
+			}
+			return false
+		}
+		if l, ok := s.store.leases[name]; ok && e.leading && holder(l) == sr.id && guarded(l) {
+			released := l.DeepCopy()
+			released.Spec.HolderIdentity = nil
+			if _, err := s.store.update(released); err == nil {
+				s.logf("%s released %s (epoch %d)", sr.id, name, e.epoch.Number)
+			}
+		}
+		return true
+	}
+	l, ok := s.store.leases[name]
+	if !ok {
+		if e.shard < 0 {
+			created := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNamespace},
+				Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(sr.id), LeaseDurationSeconds: ptr.To(int32(simLease.Seconds()))}}
+			if _, err := s.store.create(created); err == nil {
+				e.leading, e.lastRenew = true, s.now
+			}
+			return false
+		}
+		if e.leading && s.now.Sub(e.lastRenew) > simRenew {
+			s.logf("%s lost %s (deleted)", sr.id, name)
+			return true
+		}
+		return false
+	}
+	if l.ResourceVersion != e.observedRV {
+		e.observedRV, e.observedAt = l.ResourceVersion, s.now
+	}
+	if e.expired != nil {
+		if guarded(e.expired) {
+			released := e.expired.DeepCopy()
+			released.Spec.HolderIdentity = nil
+			if updated, err := s.store.update(released); err == nil {
+				l = updated
+				e.observedRV, e.observedAt = l.ResourceVersion, s.now
+			}
+		}
+		e.expired = nil
+	}
+	if e.leading {
+		switch {
+		case holder(l) != sr.id:
+			s.logf("%s lost %s to %q", sr.id, name, holder(l))
+			return true
+		case guarded(l):
+			renewed := l.DeepCopy()
+			if _, err := s.store.update(renewed); err == nil {
+				e.lastRenew = s.now
+				return false
+			}
+		}
+		if s.now.Sub(e.lastRenew) > simRenew {
+			s.logf("%s lost %s (not renewed)", sr.id, name)
+			return true
+		}
+		return false
+	}
+	if !guarded(l) {
+		return false
+	}
+	if holder(l) == "" || holder(l) == sr.id || s.now.Sub(e.observedAt) > simLease {
+		acquired := l.DeepCopy()
+		acquired.Spec.HolderIdentity = ptr.To(sr.id)
+		acquired.Spec.LeaseDurationSeconds = ptr.To(int32(simLease.Seconds()))
+		if _, err := s.store.update(acquired); err == nil {
+			e.leading, e.lastRenew = true, s.now
+			s.logf("%s acquired %s (epoch %d, range %s)", sr.id, name, e.epoch.Number, rangeOf(e))
+		}
+	}
+	return false
+}
+
+func rangeOf(e *simElection) string {
+	if e.shard < 0 {
+		return "-"
+	}
+	start, end := e.epoch.Plan.Bounds(e.shard)
+	return "[" + start + ", " + end + ")"
+}
+
+// fenceOpen reports whether e's term may write now.
+func (s *sim) fenceOpen(sr *simReplica, e *simElection) bool {
+	return !sr.crashed && e.leading && s.now.Before(e.lastRenew.Add(simLease-leaderelection.Margin(simLease)))
+}
+
+// stepReplica runs one pass of a replica: its membership, its decisions, its
+// elections and, while it holds the base Lease, the coordinator's step.
+func (s *sim) stepReplica(sr *simReplica) {
+	ctx := context.Background()
+	// Membership, renewed on every pass.
+	member := MemberLeaseName(testBase, sr.id)
+	if l, ok := s.store.leases[member]; ok {
+		_, _ = s.store.update(l)
+	} else {
+		_, _ = s.store.create(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: member, Namespace: testNamespace, Labels: Labels(testBase, RoleMember)},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(sr.id), LeaseDurationSeconds: ptr.To(int32(simLease.Seconds()))}})
+	}
+	s.refresh(sr, 0.8)
+	r := sr.replica
+	all := s.cached(sr)
+	r.seen.observe(all, s.now)
+	view := replicaView{identity: sr.id, base: testBase, leases: all, seen: r.seen.snapshot(), elections: map[int]electionView{}}
+	for shard, e := range sr.elections {
+		if shard >= 0 {
+			view.elections[shard] = electionView{epoch: e.epoch.Number, leading: e.leading, stopping: e.stopping}
+		}
+	}
+	actions, _ := decideReplica(view, s.now)
+	for _, a := range actions {
+		switch a.kind {
+		case stopElection:
+			sr.elections[a.shard].stopping = true
+			s.logf("%s stops shard %d: %s", sr.id, a.shard, a.why)
+		case campaign:
+			sr.elections[a.shard] = &simElection{shard: a.shard, epoch: a.epoch, expired: a.expired}
+		}
+	}
+	if _, ok := sr.elections[-1]; !ok {
+		sr.elections[-1] = &simElection{shard: -1}
+	}
+	for _, shard := range sortedElections(sr.elections) {
+		if s.stepElection(sr, sr.elections[shard]) {
+			delete(sr.elections, shard)
+		}
+		if sr.crashed {
+			return
+		}
+	}
+	if e := sr.elections[-1]; e != nil && s.fenceOpen(sr, e) {
+		// The informer may have moved on since the replica's loop observed it.
+		if s.rng.IntN(3) == 0 {
+			s.refresh(sr, 0.5)
+		}
+		_ = r.coordinator.step(ctx)
+	}
+}
+
+// fault injects one fault now and then.
+func (s *sim) fault() {
+	sr := s.replicas[s.rng.IntN(len(s.replicas))]
+	switch n := s.rng.IntN(400); {
+	case n < 3 && !sr.crashed:
+		s.logf("CRASH %s", sr.id)
+		sr.crashed = true
+	case n < 6 && !sr.crashed:
+		d := time.Duration(s.rng.IntN(int(3*simLease/time.Second))) * time.Second
+		s.logf("FREEZE %s for %s", sr.id, d)
+		sr.frozenTil = s.now.Add(d)
+	case n < 8:
+		if _, ok := s.store.leases[PlanLeaseName(testBase)]; ok {
+			s.logf("DELETE the plan Lease")
+			_ = s.store.delete(PlanLeaseName(testBase), "")
+		}
+	case n < 10:
+		name := ShardLeaseName(testBase, s.rng.IntN(simShards))
+		if _, ok := s.store.leases[name]; ok {
+			s.logf("DELETE %s", name)
+			_ = s.store.delete(name, "")
+		}
+	case n < 13:
+		ns := fmt.Sprintf("tenant-%02d", s.rng.IntN(12))
+		s.weights[ns] = int64(1 + s.rng.IntN(200))
+		s.logf("WEIGHT %s = %d", ns, s.weights[ns])
+	}
+	for i, sr := range s.replicas {
+		if sr.crashed && s.rng.IntN(20) == 0 {
+			s.replicas[i] = s.newReplica()
+			s.logf("RESTART as %s", s.replicas[i].id)
+		}
+	}
+}
+
+func sortedElections(elections map[int]*simElection) []int {
+	var shards []int
+	for shard := range elections {
+		shards = append(shards, shard)
+	}
+	sort.Ints(shards)
+	return shards
+}
+
+type simTerm struct {
+	owner string
+	shard int
+	epoch int64
+	// start and last are the first and the last hash of the term's range.
+	start, last uint64
+}
+
+func (t simTerm) overlaps(o simTerm) bool {
+	return t.start <= o.last && o.start <= t.last
+}
+
+// check verifies the invariants after a step.
+func (s *sim) check() error {
+	if s.violation != "" {
+		return errors.New(s.violation)
+	}
+	var open []simTerm
+	for _, sr := range s.replicas {
+		for shard, e := range sr.elections {
+			if shard < 0 || !s.fenceOpen(sr, e) {
+				continue
+			}
+			t := simTerm{owner: sr.id, shard: shard, epoch: e.epoch.Number}
+			if shard > 0 {
+				t.start = e.epoch.Plan.Cuts[shard-1]
+			}
+			t.last = math.MaxUint64
+			if shard < len(e.epoch.Plan.Cuts) {
+				t.last = e.epoch.Plan.Cuts[shard] - 1
+			}
+			open = append(open, t)
+		}
+	}
+	for i := range open {
+		for j := i + 1; j < len(open); j++ {
+			if open[i].overlaps(open[j]) {
+				return fmt.Errorf("two open fences on overlapping ranges: %+v and %+v", open[i], open[j])
+			}
+		}
+	}
+	if plan, ok := s.store.leases[PlanLeaseName(testBase)]; ok {
+		active, next, err := PlanOf(plan)
+		if err != nil {
+			return err
+		}
+		// An epoch, once active, names one cut for good.
+		if active != nil {
+			if cuts, seen := s.epochs[active.Number]; seen && cuts != active.Plan.String() {
+				return fmt.Errorf("epoch %d active again with other cuts: %s, before %s", active.Number, active.Plan.String(), cuts)
+			}
+			s.epochs[active.Number] = active.Plan.String()
+		}
+		if active != nil && next == nil {
+			held := map[int]bool{}
+			for _, t := range open {
+				if t.epoch == active.Number {
+					held[t.shard] = true
+				}
+			}
+			if len(held) == active.Plan.Shards() {
+				s.lastServed = s.now
+			}
+		}
+	}
+	return nil
+}
+
+func runSim(t *testing.T, seed int64) error {
+	s := newSim(t, seed)
+	var err error
+	for step := range simSteps {
+		s.now = s.now.Add(time.Duration(500+s.rng.IntN(1000)) * time.Millisecond)
+		// Faults in the first two thirds only: the last third shows that the shards are
+		// served again.
+		if step < simSteps*2/3 {
+			s.fault()
+		}
+		for _, i := range s.rng.Perm(len(s.replicas)) {
+			sr := s.replicas[i]
+			if sr.crashed || s.now.Before(sr.frozenTil) || s.rng.IntN(5) == 0 {
+				continue
+			}
+			s.stepReplica(sr)
+		}
+		if err = s.check(); err != nil {
+			break
+		}
+	}
+	if err == nil && s.now.Sub(s.lastServed) > 2*time.Minute {
+		err = fmt.Errorf("liveness: the shards of the active plan were not all held at the end (last at %s)", s.lastServed.Sub(time.Unix(0, 0)))
+	}
+	if err != nil {
+		return fmt.Errorf("seed %d: %w\ntrace (last 60 lines; -sim-seed=%d prints all):\n%s", seed, err, seed, strings.Join(s.trace[max(0, len(s.trace)-60):], "\n"))
+	}
+	if *simSeed >= 0 {
+		t.Logf("seed %d: epochs %v\n%s", seed, s.epochs, strings.Join(s.trace, "\n"))
+	}
+	return nil
+}
+
+func TestSimulatedReplicasNeverHaveTwoOpenFencesOnOneNamespace(t *testing.T) {
+	if *simSeed >= 0 {
+		if err := runSim(t, *simSeed); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	seeds := 250
+	if v, err := strconv.Atoi(os.Getenv("SHARDING_SIM_SEEDS")); err == nil {
+		seeds = v
+	}
+	if *simSeeds > 0 {
+		seeds = *simSeeds
+	}
+	// The real code logs every step; a run of schedules would spend its time there.
+	var quiet flag.FlagSet
+	klog.InitFlags(&quiet)
+	_ = quiet.Set("logtostderr", "false")
+	_ = quiet.Set("alsologtostderr", "false")
+	klog.SetOutput(io.Discard)
+	defer func() { _ = quiet.Set("logtostderr", "true") }()
+	// Schedules are independent: one worker per CPU, each taking the next seed.
+	start := time.Now()
+	var (
+		next     atomic.Int64
+		mu       sync.Mutex
+		failures []error
+		workers  sync.WaitGroup
+	)
+	for range runtime.GOMAXPROCS(0) {
+		workers.Go(func() {
+			for seed := next.Add(1) - 1; seed < int64(seeds); seed = next.Add(1) - 1 {
+				if err := runSim(t, seed); err != nil {
+					mu.Lock()
+					failures = append(failures, err)
+					mu.Unlock()
+					next.Store(int64(seeds)) // stop the others
+					return
+				}
+			}
+		})
+	}
+	workers.Wait()
+	if len(failures) > 0 {
+		t.Fatal(failures[0])
+	}
+	t.Logf("%d schedules in %s", seeds, time.Since(start).Round(time.Millisecond))
+}
