@@ -10,6 +10,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	apisharding "k8s.io/apimachinery/pkg/sharding"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -111,11 +112,23 @@ func (f rangeFilter) watch(w watch.Interface, err error) (watch.Interface, error
 	}), nil
 }
 
+// filteredResources are the namespaced resources whose lists and watches filteredClient
+// filters; clusterScoped are those that no shard owns (the unfiltered factory's).
+var (
+	filteredResources = []schema.GroupResource{
+		{Resource: "pods"}, {Resource: "services"}, {Resource: "endpoints"},
+		{Group: "apps", Resource: "replicasets"}, {Group: "apps", Resource: "deployments"},
+		{Group: "discovery.k8s.io", Resource: "endpointslices"},
+	}
+	clusterScoped = []schema.GroupResource{{Resource: "nodes"}}
+)
+
 // filteredClient is the client of a shard's informers: the lists and watches of the
 // namespaced resources mini-kcm's controllers cache (Pods, Services, Endpoints,
 // ReplicaSets, Deployments, EndpointSlices) return only the shard's objects. Nodes are
 // cluster-scoped and come from the replica's unfiltered factory (see Informers.Wrap); a
-// controller that caches another namespaced resource adds it here.
+// controller that caches another namespaced resource adds it here and to
+// filteredResources (a test checks the registry's Caches against that list).
 type filteredClient struct {
 	kubernetes.Interface
 	f rangeFilter
