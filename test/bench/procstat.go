@@ -2,10 +2,12 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -22,9 +24,12 @@ type processUsage struct {
 	// RSS is the resident set now (VmRSS), in bytes.
 	RSS int64
 	// AnonRSS is the anonymous part of RSS now (RssAnon), in bytes: the heap, stacks and
-	// the runtime's own memory. The rest is file-backed, mostly the binary's pages, which
-	// processes running the same binary share and the kernel can drop and read again.
+	// the runtime's own memory.
 	AnonRSS int64
+	// FileRSS is the file-backed part of RSS now (RssFile), in bytes: mostly the binary's
+	// pages, which processes running the same binary share and the kernel can drop and
+	// read again, so it grows with the binary, not with the objects cached.
+	FileRSS int64
 }
 
 // readProcessUsage reads the CPU time and memory of process pid from /proc.
@@ -50,7 +55,51 @@ func readProcessUsage(pid int) (processUsage, error) {
 	if u.AnonRSS, err = statusKilobytes(status, "RssAnon:"); err != nil {
 		return u, fmt.Errorf("pid %d: %w", pid, err)
 	}
+	if u.FileRSS, err = statusKilobytes(status, "RssFile:"); err != nil {
+		return u, fmt.Errorf("pid %d: %w", pid, err)
+	}
 	return u, nil
+}
+
+// memoryPeaks keeps the highest RssAnon and RssFile of the samples it observed. The
+// kernel keeps a high-water mark of the whole resident set only (VmHWM), so the split
+// of the peak is sampled: each part's peak is at most its true one, and the two need
+// not come from the same moment.
+type memoryPeaks struct {
+	mu         sync.Mutex
+	anon, file int64
+}
+
+// observe records one sample.
+func (p *memoryPeaks) observe(u processUsage) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.anon = max(p.anon, u.AnonRSS)
+	p.file = max(p.file, u.FileRSS)
+}
+
+// peaks returns the highest RssAnon and RssFile observed, in bytes.
+func (p *memoryPeaks) peaks() (anon, file int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.anon, p.file
+}
+
+// sampleMemory observes read's usage every interval until ctx ends, then returns.
+// Read errors are skipped: the process may be exiting, which the run reports anyway.
+func sampleMemory(ctx context.Context, interval time.Duration, read func() (processUsage, error), p *memoryPeaks) {
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		if u, err := read(); err == nil {
+			p.observe(u)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
 }
 
 // parseStatCPU returns utime+stime from the contents of /proc/<pid>/stat. The command

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"context"
+	"errors"
 	"os"
 	"testing"
 	"time"
@@ -44,9 +46,9 @@ func TestParseStatCPURejectsTruncatedStat(t *testing.T) {
 	}
 }
 
-func TestStatusKilobytesReadsPeakCurrentAndAnonymousRSS(t *testing.T) {
+func TestStatusKilobytesReadsPeakCurrentAnonymousAndFileRSS(t *testing.T) {
 	status := []byte("Name:\tmini-kcm\nVmPeak:\t 900000 kB\nVmHWM:\t   51200 kB\nVmRSS:\t   40960 kB\nRssAnon:\t   10240 kB\nRssFile:\t   30720 kB\n")
-	for key, want := range map[string]int64{"VmHWM:": 50 << 20, "VmRSS:": 40 << 20, "RssAnon:": 10 << 20} {
+	for key, want := range map[string]int64{"VmHWM:": 50 << 20, "VmRSS:": 40 << 20, "RssAnon:": 10 << 20, "RssFile:": 30 << 20} {
 		got, err := statusKilobytes(status, key)
 		if err != nil {
 			t.Fatal(err)
@@ -70,7 +72,39 @@ func TestReadProcessUsageOfThisProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u.CPU <= 0 || u.PeakRSS <= 0 || u.RSS <= 0 || u.RSS > u.PeakRSS {
+	if u.CPU <= 0 || u.PeakRSS <= 0 || u.RSS <= 0 || u.RSS > u.PeakRSS || u.AnonRSS <= 0 || u.FileRSS <= 0 {
 		t.Errorf("implausible usage of this process: %+v", u)
+	}
+}
+
+// Each part's peak is its own highest sample: the anonymous peak of one moment and the
+// file-backed peak of another.
+func TestMemoryPeaksKeepEachPartsHighestSample(t *testing.T) {
+	var p memoryPeaks
+	for _, u := range []processUsage{{AnonRSS: 10, FileRSS: 50}, {AnonRSS: 30, FileRSS: 20}, {AnonRSS: 5, FileRSS: 5}} {
+		p.observe(u)
+	}
+	if anon, file := p.peaks(); anon != 30 || file != 50 {
+		t.Errorf("peaks = %d, %d; want 30, 50", anon, file)
+	}
+}
+
+func TestSampleMemoryObservesUntilCancelledAndSkipsErrors(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	samples := 0
+	read := func() (processUsage, error) {
+		samples++
+		switch samples {
+		case 1:
+			return processUsage{}, errors.New("process exiting")
+		case 3:
+			cancel()
+		}
+		return processUsage{AnonRSS: int64(samples), FileRSS: 7}, nil
+	}
+	var p memoryPeaks
+	sampleMemory(ctx, time.Millisecond, read, &p)
+	if anon, file := p.peaks(); samples != 3 || anon != 3 || file != 7 {
+		t.Errorf("after %d samples peaks = %d, %d; want 3 samples and 3, 7", samples, anon, file)
 	}
 }

@@ -51,24 +51,37 @@ func (r *Report) Markdown() string {
 	fmt.Fprintf(&b, "Measured %s at `%s` (`make bench`, scale %g) in %s, on %d CPUs; load average %s at the start and %s at the end.\n\n",
 		r.Started.UTC().Format("2006-01-02 15:04 MST"), r.Commit, r.Scale, r.Finished.Sub(r.Started).Round(time.Second),
 		r.Machine.CPUs, formatLoad(r.Machine.LoadAverageStart), formatLoad(r.Machine.LoadAverageEnd))
-	fmt.Fprintf(&b, "Both controller managers run the ReplicaSet, Deployment and Endpoints controllers (the endpointslices workloads: the EndpointSlice controller alone) with `--kube-api-qps=%g --kube-api-burst=%d`, "+
+	fmt.Fprintf(&b, "Both controller managers run `--controllers=%s` (the workloads named for one controller: that controller alone) with `--kube-api-qps=%g --kube-api-burst=%d`, "+
 		"%d workers per controller and no leader election (the endpoints-raised workload: `--kube-api-qps=%g --kube-api-burst=%d`; "+
 		"the ceiling workload: `--kube-api-qps=%g --kube-api-burst=%d`). "+
 		"Each workload runs under upstream, then under mini-kcm, each on a fresh control plane "+
 		"(etcd, kube-apiserver, kube-scheduler, KWOK fake nodes). Cells read `upstream / mini-kcm = ratio`; "+
-		"a ratio below 1 means mini-kcm uses less. CPU is utime+stime of the process, memory its VmHWM, "+
+		"a ratio below 1 means mini-kcm uses less. CPU is utime+stime of the process, memory its VmHWM, split into the peaks of RssAnon and RssFile sampled every %v, "+
 		"requests are counted in the apiserver's audit log by the controller manager's user, events included. "+
 		"A phase ends when the cluster converged and the controller manager made no write for %v (at most %v later). "+
 		"Events are shown apart: upstream sends them through each controller's client, sharing its rate limit, and drops "+
 		"events when its queue overflows; mini-kcm sends them through a client of their own and drops none.\n\n",
-		r.Settings.QPS, r.Settings.Burst, r.Settings.ConcurrentSyncs, r.RaisedSettings.QPS, r.RaisedSettings.Burst,
-		r.LiftedSettings.QPS, r.LiftedSettings.Burst, quietPeriod, maxSettle)
+		r.Controllers, r.Settings.QPS, r.Settings.Burst, r.Settings.ConcurrentSyncs, r.RaisedSettings.QPS, r.RaisedSettings.Burst,
+		r.LiftedSettings.QPS, r.LiftedSettings.Burst, memorySampleInterval, quietPeriod, maxSettle)
+	r.writeFixedCost(&b)
 
 	r.writeTargets(&b)
 	for _, w := range r.Workloads {
 		writeWorkload(&b, w)
 	}
 	return b.String()
+}
+
+// writeFixedCost states what each controller manager costs before any object: its
+// binary's size, which its file-backed RSS follows.
+func (r *Report) writeFixedCost(b *strings.Builder) {
+	up, mini := r.BinaryBytes[Upstream], r.BinaryBytes[MiniKCM]
+	switch {
+	case up > 0 && mini > 0:
+		fmt.Fprintf(b, "Binary size (MiB): %s.\n\n", cell(mib(up), mib(mini), "%.1f"))
+	case mini > 0:
+		fmt.Fprintf(b, "mini-kcm binary size: %.1f MiB.\n\n", mib(mini))
+	}
 }
 
 func (r *Report) writeTargets(b *strings.Builder) {
@@ -185,8 +198,8 @@ func writeWorkload(b *strings.Builder, w WorkloadResult) {
 			rate)
 	}
 	fmt.Fprintf(b, "| **whole run** | | | %s | | | | |\n\n", cell(up.CPUSeconds, mini.CPUSeconds, "%.2f"))
-	fmt.Fprintf(b, "Peak RSS (MiB): %s. Load average at the start: upstream %s, mini-kcm %s.\n\n",
-		cell(mib(up.PeakRSSBytes), mib(mini.PeakRSSBytes), "%.0f"), formatLoad(up.LoadAverage), formatLoad(mini.LoadAverage))
+	fmt.Fprintf(b, "Peak RSS (MiB): %s%s. Load average at the start: upstream %s, mini-kcm %s.\n\n",
+		cell(mib(up.PeakRSSBytes), mib(mini.PeakRSSBytes), "%.0f"), rssSplit(up, mini), formatLoad(up.LoadAverage), formatLoad(mini.LoadAverage))
 	if slices.ContainsFunc(mini.Phases, func(p Phase) bool { return p.FromLastChange }) {
 		b.WriteString("¹ Time to converge from the benchmark's last pod status patch, which came seconds after the first.\n\n")
 	}
@@ -215,7 +228,24 @@ func writeSingleRun(b *strings.Builder, run RunResult) {
 		fmt.Fprintf(b, "| %s | %d | %.1f | %.2f | %d | %d | %.0f |\n", p.Name, p.Objects, p.ConvergeSeconds, p.CPUSeconds,
 			p.Requests.Writes, p.Requests.Reads, p.PodsPerSecond)
 	}
-	fmt.Fprintf(b, "\nWhole run: CPU %.2fs, peak RSS %.0f MiB.\n\n", run.CPUSeconds, mib(run.PeakRSSBytes))
+	fmt.Fprintf(b, "\nWhole run: CPU %.2fs, peak RSS %.0f MiB%s.\n\n", run.CPUSeconds, mib(run.PeakRSSBytes), rssSplit(nil, &run))
+}
+
+// rssSplit renders the sampled peaks of RssAnon and RssFile of mini's run, side by side
+// with up's when up is not nil; empty for runs that did not record them.
+func rssSplit(up, mini *RunResult) string {
+	if mini.PeakAnonRSSBytes == 0 {
+		return ""
+	}
+	if up == nil {
+		return fmt.Sprintf(" (sampled peaks: RssAnon %.0f, RssFile %.0f MiB)", mib(mini.PeakAnonRSSBytes), mib(mini.PeakFileRSSBytes))
+	}
+	if up.PeakAnonRSSBytes == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; sampled peaks: RssAnon (heap, stacks) %s, RssFile (mostly the binary) %s",
+		cell(mib(up.PeakAnonRSSBytes), mib(mini.PeakAnonRSSBytes), "%.0f"),
+		cell(mib(up.PeakFileRSSBytes), mib(mini.PeakFileRSSBytes), "%.0f"))
 }
 
 // run returns the workload's run under impl, or nil.

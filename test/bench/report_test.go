@@ -11,10 +11,12 @@ import (
 func sampleReport() *Report {
 	run := func(impl Implementation, cpu float64, rss int64, converge, writes, eventWrites float64) RunResult {
 		return RunResult{
-			Implementation: impl,
-			CPUSeconds:     cpu,
-			PeakRSSBytes:   rss,
-			Requests:       RequestCounts{Writes: 1200, EventWrites: 100, ByVerbResource: map[string]int{"create pods": 1000, "list pods": 1}},
+			Implementation:   impl,
+			CPUSeconds:       cpu,
+			PeakRSSBytes:     rss,
+			PeakAnonRSSBytes: rss / 2,
+			PeakFileRSSBytes: rss / 4,
+			Requests:         RequestCounts{Writes: 1200, EventWrites: 100, ByVerbResource: map[string]int{"create pods": 1000, "list pods": 1}},
 			Phases: []Phase{
 				{Name: "start", ConvergeSeconds: 1, Requests: RequestCounts{Writes: 5}},
 				{Name: "create to Ready", Objects: 1000, ConvergeSeconds: converge, CPUSeconds: cpu - 1,
@@ -24,16 +26,18 @@ func sampleReport() *Report {
 		}
 	}
 	return &Report{
-		Commit:   "abc123",
-		Scale:    1,
-		Settings: Settings{QPS: 20, Burst: 30, ConcurrentSyncs: 5},
+		Commit:      "abc123",
+		Scale:       1,
+		Settings:    Settings{QPS: 20, Burst: 30, ConcurrentSyncs: 5},
+		Controllers: "deployment-controller,replicaset-controller",
+		BinaryBytes: map[Implementation]int64{Upstream: 120 << 20, MiniKCM: 30 << 20},
 		Workloads: []WorkloadResult{
 			{Name: "replicaset-1x1000", Description: "one ReplicaSet", Runs: []RunResult{
 				run(Upstream, 10, 100<<20, 50, 1100, 50),
 				run(MiniKCM, 5, 40<<20, 55, 1000, 100),
 			}},
 			{Name: "ceiling", Description: "plain client", Runs: []RunResult{
-				{Implementation: MiniKCM, Phases: []Phase{{Name: "create to Ready, rate limit lifted", Objects: 1000,
+				{Implementation: MiniKCM, PeakRSSBytes: 64 << 20, PeakAnonRSSBytes: 40 << 20, PeakFileRSSBytes: 20 << 20, Phases: []Phase{{Name: "create to Ready, rate limit lifted", Objects: 1000,
 					PodsPerSecond: 300, CeilingPodsPerSecond: 400}}},
 				{Implementation: Upstream, Error: "upstream exited\nlog tail"},
 			}},
@@ -41,7 +45,7 @@ func sampleReport() *Report {
 	}
 }
 
-func TestMarkdownShowsWorstRatioPerTarget(t *testing.T) {
+func TestMarkdownShowsWorstRatioPerTargetAndFixedCost(t *testing.T) {
 	md := sampleReport().Markdown()
 	for _, want := range []string{
 		"| time to converge (per phase) | ≤ 1.00 | 1.10 | replicaset-1x1000: create to Ready | **no** |",
@@ -52,10 +56,13 @@ func TestMarkdownShowsWorstRatioPerTarget(t *testing.T) {
 		"| pod creation, rate limit lifted, vs plain client | ≥ 0.80 | 0.75 | ceiling: create to Ready, rate limit lifted | **no** |",
 		"| create to Ready | 1000 | 50.0 / 55.0 = 1.10 | 9.00 / 4.00 = 0.44 | 1.10 / 1.00 = 0.91 | 0.05 / 0.10 = 2.00 | 0.00 / 0.00 = 1.00 | 25 / 25 = 1.00 |",
 		"| all pods Ready again ¹ | 100 | 0.05 / 0.06 = 1.10 |",
-		"Peak RSS (MiB): 100 / 40 = 0.40.",
+		"Peak RSS (MiB): 100 / 40 = 0.40; sampled peaks: RssAnon (heap, stacks) 50 / 20 = 0.40, RssFile (mostly the binary) 25 / 10 = 0.40.",
+		"Binary size (MiB): 120.0 / 30.0 = 0.25.",
+		"run `--controllers=deployment-controller,replicaset-controller`",
 		"| create pods | 1000 | 1000 |",
 		"**upstream failed:** `upstream exited`",
 		"mini-kcm alone:",
+		"Whole run: CPU 0.00s, peak RSS 64 MiB (sampled peaks: RssAnon 40, RssFile 20 MiB).",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
@@ -80,7 +87,8 @@ func TestWriteFilesWritesMatchingJSONAndMarkdown(t *testing.T) {
 	if err := json.Unmarshal(data, &decoded); err != nil {
 		t.Fatal(err)
 	}
-	if len(decoded.Workloads) != 2 || decoded.Workloads[0].Runs[1].PeakRSSBytes != 40<<20 {
+	if len(decoded.Workloads) != 2 || decoded.Workloads[0].Runs[1].PeakRSSBytes != 40<<20 ||
+		decoded.Workloads[0].Runs[1].PeakFileRSSBytes != 10<<20 || decoded.BinaryBytes[MiniKCM] != 30<<20 {
 		t.Errorf("JSON does not round-trip: %+v", decoded.Workloads)
 	}
 	md, err := os.ReadFile(filepath.Join(dir, "latest.md"))

@@ -24,6 +24,11 @@ type Report struct {
 	LiftedSettings Settings `json:"liftedSettings"`
 	// RaisedSettings are used by the endpoints-raised workload.
 	RaisedSettings Settings `json:"raisedSettings"`
+	// Controllers is the --controllers value of both controller managers in every
+	// workload that names none of its own (benchedControllers).
+	Controllers string `json:"controllers,omitempty"`
+	// BinaryBytes is the size of each controller manager's binary.
+	BinaryBytes map[Implementation]int64 `json:"binaryBytes,omitempty"`
 	// Workloads are in the order they ran.
 	Workloads []WorkloadResult `json:"workloads"`
 }
@@ -58,6 +63,11 @@ type RunResult struct {
 	CPUSeconds float64 `json:"cpuSeconds"`
 	// PeakRSSBytes is the controller manager's resident-memory high-water mark.
 	PeakRSSBytes int64 `json:"peakRSSBytes"`
+	// PeakAnonRSSBytes and PeakFileRSSBytes are the highest RssAnon (heap, stacks) and
+	// RssFile (mostly the binary's pages) sampled over the run; zero in reports from
+	// before they were recorded.
+	PeakAnonRSSBytes int64 `json:"peakAnonRSSBytes,omitempty"`
+	PeakFileRSSBytes int64 `json:"peakFileRSSBytes,omitempty"`
 	// Requests are all requests of the controller manager in the run.
 	Requests RequestCounts `json:"requests"`
 	// Error is set when the run failed; its phases are then incomplete.

@@ -55,6 +55,11 @@ type Config struct {
 	Logf func(format string, args ...any)
 }
 
+// memorySampleInterval is how often a run samples the controller manager's RssAnon and
+// RssFile for their peaks: reading /proc costs microseconds, and allocation peaks last
+// longer than this.
+const memorySampleInterval = 200 * time.Millisecond
+
 // benchNamespace holds every workload's objects.
 const benchNamespace = "bench"
 
@@ -92,6 +97,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		Settings:       cfg.Settings,
 		LiftedSettings: cfg.LiftedSettings,
 		RaisedSettings: cfg.RaisedSettings,
+		Controllers:    benchedControllers(),
+		BinaryBytes:    map[Implementation]int64{},
+	}
+	for _, impl := range cfg.Implementations {
+		if fi, err := os.Stat(cfg.Binaries[impl]); err == nil {
+			report.BinaryBytes[impl] = fi.Size()
+		}
 	}
 	for _, w := range selected {
 		result := WorkloadResult{Name: w.name, Description: w.description(cfg.Sizes)}
@@ -167,13 +179,23 @@ func runPhases(ctx context.Context, cfg Config, w workload, impl Implementation,
 	begin := time.Now()
 	controllers := w.controllers
 	if controllers == "" {
-		controllers = benchedControllers
+		controllers = benchedControllers()
 	}
 	e.kcm, err = startControllerManager(cp, impl, cfg.Binaries[impl], controllers, run.Settings, logDir)
 	if err != nil {
 		return err
 	}
 	defer e.kcm.stop()
+	// The split of the peak RSS into RssAnon and RssFile is sampled, as the kernel keeps
+	// no high-water mark of either; the sampler stops before the totals are read.
+	var peaks memoryPeaks
+	samplerCtx, stopSampler := context.WithCancel(ctx)
+	var sampler sync.WaitGroup
+	sampler.Go(func() { sampleMemory(samplerCtx, memorySampleInterval, e.kcm.usage, &peaks) })
+	defer func() {
+		stopSampler()
+		sampler.Wait()
+	}()
 	if e.kcm.debugURL != "" {
 		cfg.Logf("   %s serves profiles at %s", impl, e.kcm.debugURL)
 	}
@@ -187,10 +209,14 @@ func runPhases(ctx context.Context, cfg Config, w workload, impl Implementation,
 
 	runErr := w.run(ctx, e)
 	// Totals are recorded even for a failed run: they say how far it got.
+	stopSampler()
+	sampler.Wait()
 	if usage, err := e.kcm.usage(); err == nil {
+		peaks.observe(usage)
 		run.CPUSeconds = usage.CPU.Seconds()
 		run.PeakRSSBytes = usage.PeakRSS
 	}
+	run.PeakAnonRSSBytes, run.PeakFileRSSBytes = peaks.peaks()
 	if _, err := e.collect(); err != nil && runErr == nil {
 		runErr = err
 	}

@@ -18,6 +18,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/mini-kcm/mini-kcm/controllers/all"
 	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
 )
 
@@ -145,6 +146,13 @@ func TestServingAuthenticatesAndAuthorizesEverythingButHealth(t *testing.T) {
 
 	t.Log("/statusz/replica says which replica leads the Lease, and what it runs")
 	lease := f.LeaseNamespace + "/" + f.LeaseName
+	var enabled []string
+	for _, d := range all.Registry().Descriptors() {
+		if !d.DisabledByDefault {
+			enabled = append(enabled, d.Name)
+		}
+	}
+	defaultControllers := strings.Join(enabled, ", ")
 	holder, err := f.Holder()
 	if err != nil {
 		t.Fatal(err)
@@ -152,8 +160,8 @@ func TestServingAuthenticatesAndAuthorizesEverythingButHealth(t *testing.T) {
 	framework.Eventually(t, 30*time.Second, func() error {
 		return statuszSays(r,
 			`Leader election`+statuszDelimiter+regexp.QuoteMeta(`leading (warm standby mode) | Lease `+lease+` | identity `+holder+` | holder this replica`),
-			`Controllers`+statuszDelimiter+`deployment-controller, endpoints-controller, endpointslice-controller, replicaset-controller \(disabled: `,
-			`Caches`+statuszDelimiter+`synced: deployment-controller, endpoints-controller, endpointslice-controller, replicaset-controller$`,
+			`Controllers`+statuszDelimiter+regexp.QuoteMeta(defaultControllers)+` \(disabled: `,
+			`Caches`+statuszDelimiter+`synced: `+regexp.QuoteMeta(defaultControllers)+`$`,
 			`Write fence`+statuszDelimiter+`in-process`)
 	})
 	standby := f.StartReplica(framework.ReplicaOptions{})

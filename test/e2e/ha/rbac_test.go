@@ -3,15 +3,32 @@ package ha
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/mini-kcm/mini-kcm/controllers/all"
 	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
 )
+
+// podCachingControllers are the registered controllers enabled by default whose
+// descriptors declare a pod cache: the ones a replica without pods list permission holds.
+func podCachingControllers() []string {
+	var names []string
+	for _, d := range all.Registry().Descriptors() {
+		if !d.DisabledByDefault && slices.ContainsFunc(d.Caches, func(gr schema.GroupResource) bool {
+			return gr.Group == "" && gr.Resource == "pods"
+		}) {
+			names = append(names, d.Name)
+		}
+	}
+	return names
+}
 
 // TestReplicaWithoutPodListPermissionNamesTheStuckInformerAndStaysUnready: an operator
 // forgot pods list and watch in mini-kcm's ClusterRole. The leader cannot fill its pod
@@ -77,7 +94,7 @@ func TestReplicaWithoutPodListPermissionNamesTheStuckInformerAndStaysUnready(t *
 		if !strings.Contains(logs, forbidden) {
 			return fmt.Errorf("the log does not contain %s yet", forbidden)
 		}
-		for _, controller := range []string{"replicaset-controller", "deployment-controller", "endpoints-controller", "endpointslice-controller"} {
+		for _, controller := range podCachingControllers() {
 			if !logLineContains(logs, "Still waiting for informers to sync; check RBAC",
 				`controller="`+controller+`" informers=["pods"]`) {
 				return fmt.Errorf("no log line says that %s still waits for the pods informer", controller)
@@ -89,9 +106,8 @@ func TestReplicaWithoutPodListPermissionNamesTheStuckInformerAndStaysUnready(t *
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"replicaset-controller waits for informers pods",
-		"endpoints-controller waits for informers", "deployment-controller waits for informers",
-		"endpointslice-controller waits for informers"} {
+	for _, controller := range podCachingControllers() {
+		want := controller + " waits for informers"
 		if code != http.StatusInternalServerError || !strings.Contains(body, want) {
 			t.Errorf("/readyz/controllers answered %d without %q:\n%s", code, want, body)
 		}

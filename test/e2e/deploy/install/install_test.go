@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/mini-kcm/mini-kcm/controllers/all"
 )
 
 const deployDir = "../../../../deploy"
@@ -24,10 +26,14 @@ func TestKustomizationFilesFollowsDirectoriesInOrder(t *testing.T) {
 		rel = append(rel, r)
 	}
 	want := []string{"rbac/controller-manager.yaml", "rbac/leader-election-role.yaml", "rbac/token-requests.yaml",
-		"rbac/serving.yaml", "rbac/deployment-controller.yaml", "rbac/endpoints-controller.yaml",
-		"rbac/endpointslice-controller.yaml", "rbac/replicaset-controller.yaml", "base/serviceaccount.yaml",
+		"rbac/serving.yaml"}
+	// One generated file per registered controller, in name order (hack/rbacgen).
+	for _, name := range all.Registry().Names() {
+		want = append(want, "rbac/"+name+".yaml")
+	}
+	want = append(want, "base/serviceaccount.yaml",
 		"base/rolebindings.yaml", "base/service.yaml", "base/statefulset.yaml", "base/poddisruptionbudget.yaml",
-		"base/networkpolicy.yaml", "fence/policy.yaml", "fence/binding.yaml", "fence/rbac.yaml"}
+		"base/networkpolicy.yaml", "fence/policy.yaml", "fence/binding.yaml", "fence/rbac.yaml")
 	if !slices.Equal(rel, want) {
 		t.Errorf("files = %v, want %v", rel, want)
 	}
