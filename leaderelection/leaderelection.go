@@ -44,6 +44,13 @@
 //     written by other replicas are never compared with ours. Clock skew is therefore
 //     harmless, but a clock running much faster than the leader's shortens the wait.
 //     Keep --leader-elect-lease-duration comfortably above the bound below.
+//   - Prompt takeover (Config.LeaseWatch): a standby watches the Lease, notes when it
+//     saw each change, and tries at that moment + leaseDurationSeconds instead of
+//     client-go's poll every 1 to 2.2 retry periods. It reads the Lease first and writes
+//     it with the resourceVersion read: a renewal the watch had not delivered restarts
+//     the wait, a racing write fails with a conflict and is read again. A lagging watch
+//     therefore only delays a takeover (by up to a lease duration), never hastens it.
+//     The elector takes over the renewals once this candidate holds the Lease.
 //   - Lost lease: when the leader cannot renew within the renew deadline, or (with a
 //     fence) reads the Lease with another holder, while it is not shutting down (or
 //     while its controllers are draining), it logs "leaderelection lost" and exits

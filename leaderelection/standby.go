@@ -233,6 +233,7 @@ func (s *standby) try(ctx context.Context) (acquired bool, retryAfter time.Durat
 		return false, 0
 	}
 	mine.LeaderTransitions = record.LeaderTransitions + 1
+	unchangedFor := s.clock.Since(s.seenAtOf())
 	if err := s.lock.Update(ctx, mine); err != nil {
 		if apierrors.IsConflict(err) {
 			// Written by someone else since our read: read again at once.
@@ -243,7 +244,7 @@ func (s *standby) try(ctx context.Context) (acquired bool, retryAfter time.Durat
 		return false, s.retryPeriod
 	}
 	logger.Info("Took over the lease at its expiry", "previousHolder", record.HolderIdentity,
-		"sinceLastChangeSeen", s.clock.Since(s.seenAtOf()).Round(time.Millisecond))
+		"unchangedFor", unchangedFor.Round(time.Millisecond))
 	return true, 0
 }
 

@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/mini-kcm/mini-kcm/options"
 	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
 )
 
@@ -139,12 +140,8 @@ func runLaggingTakeover(t *testing.T, from, to int32) {
 // SIGKILLed: the standbys watch the Lease and try at its expiry by their own clock,
 // not a jittered poll later. The time is logged; only a bound far above it is asserted.
 func TestSIGKILLedLeadersLeaseIsTakenAtItsExpiry(t *testing.T) {
-	measureSIGKILLToNewHolder(t, defaultElectionTimings(), 1)
-}
-
-// defaultElectionTimings are mini-kcm's defaults (options.NewLeaderElectionOptions).
-func defaultElectionTimings() electionTimings {
-	return electionTimings{lease: 4 * time.Second, renew: 2 * time.Second, retry: 500 * time.Millisecond}
+	le := options.NewLeaderElectionOptions()
+	measureSIGKILLToNewHolder(t, electionTimings{lease: le.LeaseDuration, renew: le.RenewDeadline, retry: le.RetryPeriod}, 1)
 }
 
 // measureSIGKILLToNewHolder SIGKILLs the leader of three replicas runs times (the
