@@ -18,7 +18,10 @@ type DelayProxy struct {
 	listener net.Listener
 	target   string
 	delay    atomic.Int64
-	wg       sync.WaitGroup
+	// delaySince is when SetDelay was called, in UnixNano; connections accepted
+	// before it are delayed.
+	delaySince atomic.Int64
+	wg         sync.WaitGroup
 
 	mu     sync.Mutex
 	conns  []net.Conn
@@ -40,9 +43,13 @@ func StartDelayProxy(target string) (*DelayProxy, error) {
 // Addr returns the proxy's host:port.
 func (p *DelayProxy) Addr() string { return p.listener.Addr().String() }
 
-// SetDelay delays every byte from the apiserver received from now on by d; bytes
-// already waiting keep their order and are sent no earlier than their own due time.
-func (p *DelayProxy) SetDelay(d time.Duration) { p.delay.Store(int64(d)) }
+// SetDelay delays every byte from the apiserver received from now on, on the
+// connections open now, by d; bytes already waiting keep their order and are sent no
+// earlier than their own due time.
+func (p *DelayProxy) SetDelay(d time.Duration) {
+	p.delaySince.Store(time.Now().UnixNano())
+	p.delay.Store(int64(d))
+}
 
 // Close stops the proxy and ends every connection.
 func (p *DelayProxy) Close() {
@@ -84,6 +91,7 @@ type chunk struct {
 }
 
 func (p *DelayProxy) serve(client net.Conn) {
+	accepted := time.Now().UnixNano()
 	if !p.track(client) {
 		return
 	}
@@ -123,7 +131,11 @@ func (p *DelayProxy) serve(client net.Conn) {
 		for {
 			n, err := server.Read(buf)
 			if n > 0 {
-				queue <- chunk{data: append([]byte(nil), buf[:n]...), due: time.Now().Add(time.Duration(p.delay.Load()))}
+				var delay time.Duration
+				if since := p.delaySince.Load(); since != 0 && accepted < since {
+					delay = time.Duration(p.delay.Load())
+				}
+				queue <- chunk{data: append([]byte(nil), buf[:n]...), due: time.Now().Add(delay)}
 			}
 			if err != nil {
 				return

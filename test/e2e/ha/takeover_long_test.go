@@ -25,7 +25,7 @@ const laggingTakeoverRuns = 10
 
 func TestLongTakeoversOnALaggingCacheCreateAndDeleteExactlyWhatTheScaleAsks(t *testing.T) {
 	for i := range laggingTakeoverRuns {
-		t.Run(fmt.Sprintf("scale-up-%d", i), func(t *testing.T) { runLaggingTakeover(t, 0, 50) })
-		t.Run(fmt.Sprintf("scale-down-%d", i), func(t *testing.T) { runLaggingTakeover(t, 50, 10) })
+		t.Run(fmt.Sprintf("scale-up-%d", i), func(t *testing.T) { runLaggingTakeover(t, 0, 50, informerLag, "") })
+		t.Run(fmt.Sprintf("scale-down-%d", i), func(t *testing.T) { runLaggingTakeover(t, 50, 10, informerLag, "") })
 	}
 }

@@ -29,16 +29,26 @@ const informerLag = framework.LeaseDuration + time.Second
 // are as new as the apiserver after it acquired the Lease, or on fresh informers, so
 // the ReplicaSet ends with exactly 50 pods and none was ever created twice.
 func TestATakeoverOnALaggingCacheCreatesNoPodTwice(t *testing.T) {
-	runLaggingTakeover(t, 0, 50)
+	runLaggingTakeover(t, 0, 50, informerLag, "")
 }
 
 // TestATakeoverOnALaggingCacheDeletesNoExtraPod: the same with a scale-down from 50
 // to 10: exactly 40 pods are deleted, and none is created again.
 func TestATakeoverOnALaggingCacheDeletesNoExtraPod(t *testing.T) {
-	runLaggingTakeover(t, 50, 10)
+	runLaggingTakeover(t, 50, 10, informerLag, "")
 }
 
-func runLaggingTakeover(t *testing.T, from, to int32) {
+// TestATakeoverOnACacheFarBehindRunsOnFreshInformers: with the standbys' watch
+// streams 15s behind, the new leader's caches cannot be shown fresh within the
+// barrier's bound (three retry periods); its term runs on informers of its own, on new
+// connections, which list the cluster as it is, and it creates exactly the missing pods.
+func TestATakeoverOnACacheFarBehindRunsOnFreshInformers(t *testing.T) {
+	runLaggingTakeover(t, 0, 50, 15*time.Second, "cold")
+}
+
+// runLaggingTakeover tells the story of the tests above with the standbys' watches lag
+// behind; wantPath, when set, is the takeover path the new leader must report.
+func runLaggingTakeover(t *testing.T, from, to int32, lag time.Duration, wantPath string) {
 	f := framework.New(t)
 	ctx := f.Context()
 	ns := f.Namespace
@@ -86,7 +96,7 @@ func runLaggingTakeover(t *testing.T, from, to int32) {
 	})
 	seenBefore := census.podsSeenBy(key)
 	for _, p := range proxies {
-		p.SetDelay(informerLag)
+		p.SetDelay(lag)
 	}
 
 	if err := scale(ctx, f, "ReplicaSet", rs.Name, to); err != nil {
@@ -110,7 +120,7 @@ func runLaggingTakeover(t *testing.T, from, to int32) {
 	eventually(t, 3*time.Minute, func() error { return replicaSetComplete(ctx, f.Client, ns, rs.Name) })
 	// A pod created twice on a stale cache may show up only once the cache caught up:
 	// wait past the lag, then count again.
-	time.Sleep(informerLag + 2*time.Second)
+	time.Sleep(lag + 2*time.Second)
 	eventually(t, 3*time.Minute, func() error { return replicaSetComplete(ctx, f.Client, ns, rs.Name) })
 
 	created := census.podsSeenBy(key) - seenBefore
@@ -126,13 +136,16 @@ func runLaggingTakeover(t *testing.T, from, to int32) {
 		}
 	}
 	t.Logf("HA-TAKEOVER lagging-standby scale %d→%d informer-lag=%v active-at-kill=%d sigkill→new-holder=%.2fs takeover-path=%s created=%d (want %d) deleted=%d (want %d) duplicates=%d",
-		from, to, informerLag, atKill, took.Seconds(), path, created, wantCreated, deleted, wantDeleted,
+		from, to, lag, atKill, took.Seconds(), path, created, wantCreated, deleted, wantDeleted,
 		max(0, created-wantCreated))
 	if active != int(to) || created != wantCreated || deleted != wantDeleted {
 		t.Errorf("after the takeover on a lagging cache: %d active pods (want %d), %d created (want %d), %d deleted (want %d); peaks %s",
 			active, to, created, wantCreated, deleted, wantDeleted, census.peaks())
 	}
 	census.checkNoViolations()
+	if wantPath != "" && path != wantPath {
+		t.Errorf("the new leader took over on the %s path, want %s", path, wantPath)
+	}
 }
 
 // TestSIGKILLedLeadersLeaseIsTakenAtItsExpiry: with three replicas at the default
