@@ -43,12 +43,14 @@ type takeoverBarrier struct {
 	compareAfter time.Duration
 }
 
-// newTakeoverBarrier paces the barrier on the retry period: a busy cache proves itself
-// within milliseconds, a quiet one is compared after half a retry period, and after
-// three the term gives up on the warm caches, which then costs about a cold start.
+// newTakeoverBarrier paces the barrier: a busy cache proves itself by its progress
+// within milliseconds; a quiet one, which moves only on bookmarks, is compared with a
+// LIST after 100ms (at most half a retry period), so that a quiet cluster's takeover
+// costs about one LIST per type; after three retry periods the term gives up on the
+// warm caches, which then costs about a cold start.
 func newTakeoverBarrier(reads metadata.Interface, retryPeriod time.Duration) *takeoverBarrier {
 	registerTakeoversOnce.Do(func() { legacyregistry.MustRegister(takeovers) })
-	return &takeoverBarrier{reads: reads, timeout: 3 * retryPeriod, compareAfter: retryPeriod / 2}
+	return &takeoverBarrier{reads: reads, timeout: 3 * retryPeriod, compareAfter: min(100*time.Millisecond, retryPeriod/2)}
 }
 
 // takeOver is a warm standby's leadership term. Before any worker starts it shows that

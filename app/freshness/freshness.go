@@ -54,7 +54,7 @@ type Barrier struct {
 	// Timeout bounds the whole wait.
 	Timeout time.Duration
 	// CompareAfter is how long a cache may try to prove its progress before it is
-	// compared with a LIST instead, and how long between two comparisons.
+	// compared with a LIST instead; the comparisons then back off, doubling.
 	CompareAfter time.Duration
 	// Poll is how often the progress is checked.
 	Poll time.Duration
@@ -94,7 +94,10 @@ func (b Barrier) Wait(ctx context.Context) (Result, error) {
 		pending[c.Resource] = c.Store
 	}
 	lastProblem := map[schema.GroupVersionResource]string{}
-	var lastCompare time.Time
+	// The first comparison comes CompareAfter after the start, each next one twice as
+	// long after the previous: a LIST of a big resource is not free, and a cache that
+	// is merely behind catches up meanwhile.
+	nextCompare, interval := start.Add(b.CompareAfter), b.CompareAfter
 	poll := time.NewTicker(b.Poll)
 	defer poll.Stop()
 	for {
@@ -104,10 +107,9 @@ func (b Barrier) Wait(ctx context.Context) (Result, error) {
 				result.ByProgress = append(result.ByProgress, resource.String())
 			}
 		}
-		// Compared at most every CompareAfter, from CompareAfter on: a LIST of a big
-		// resource is not free, and a cache that is merely behind catches up meanwhile.
-		if len(pending) > 0 && time.Since(start) >= b.CompareAfter && time.Since(lastCompare) >= b.CompareAfter {
-			lastCompare = time.Now()
+		if len(pending) > 0 && !time.Now().Before(nextCompare) {
+			interval *= 2
+			nextCompare = time.Now().Add(interval)
 			for resource, store := range pending {
 				problem, err := b.compare(ctx, resource, store)
 				if err != nil {
