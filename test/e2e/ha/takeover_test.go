@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -145,6 +146,21 @@ func runLaggingTakeover(t *testing.T, from, to int32, lag time.Duration, wantPat
 	census.checkNoViolations()
 	if wantPath != "" && path != wantPath {
 		t.Errorf("the new leader took over on the %s path, want %s", path, wantPath)
+	}
+	if path == "cold" {
+		// The cold term's informers start consistently: client-go's watch-list, a watch
+		// that streams the initial list (sendInitialEvents=true), like the warm ones did.
+		watchLists := map[string]bool{}
+		for _, e := range readAudit(t, f.ControlPlane) {
+			if e.User.Username == second.user && e.Verb == "watch" &&
+				strings.HasPrefix(e.RequestURI, "/api/v1/pods?") && strings.Contains(e.RequestURI, "sendInitialEvents=true") {
+				watchLists[e.AuditID] = true
+			}
+		}
+		if len(watchLists) < 2 {
+			t.Errorf("the new leader %s started %d pod watch-lists, want one for its warm informers and one for its cold term",
+				second.user, len(watchLists))
+		}
 	}
 }
 
