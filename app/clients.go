@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -196,6 +197,12 @@ const (
 	informerPingTimeout     = 15 * time.Second
 )
 
+// InformerAddressEnv, when set to host:port, makes the informers' connections dial that
+// address instead of the apiserver's. It exists for e2e tests only, which put a proxy
+// there that delays the informers' watch streams while every other request flows
+// (test/e2e/ha's takeover test); it is not a supported setting.
+const InformerAddressEnv = "MINI_KCM_E2E_INFORMER_ADDRESS"
+
 // informerHTTPClient returns an HTTP client for cfg on a transport of its own, built
 // as client-go builds its shared ones (TLS, dialer, proxy and authentication from cfg)
 // but with the given HTTP/2 health check. A transport of its own keeps the watch
@@ -219,6 +226,13 @@ func informerHTTPClient(cfg *rest.Config, health http2HealthCheck) (*http.Client
 	dial := (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	if tc.DialHolder != nil {
 		dial = tc.DialHolder.Dial
+	}
+	if address := os.Getenv(InformerAddressEnv); address != "" {
+		// For e2e tests only: TLS still verifies the apiserver's name and certificate.
+		apiserver := dial
+		dial = func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return apiserver(ctx, network, address)
+		}
 	}
 	proxy := http.ProxyFromEnvironment
 	if tc.Proxy != nil {

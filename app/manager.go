@@ -64,6 +64,8 @@ type controllerManager struct {
 	// shard, when set, restricts the informers to one shard's namespaces and routes
 	// the cluster-scoped informers to the replica's unfiltered factory.
 	shard *sharding.Informers
+	// takeover, for a warm standby, is the freshness barrier of its terms (takeOver).
+	takeover *takeoverBarrier
 }
 
 // builtControllers is what the informers stage leaves for runWorkers: the controllers,
@@ -71,6 +73,10 @@ type controllerManager struct {
 type builtControllers struct {
 	controllers []controllers.Controller
 	caches      *controllers.CacheSyncTracker
+	// factory holds the informers, for the freshness barrier of a warm takeover.
+	factory informers.SharedInformerFactory
+	// stopInformers stops them before the stage ends, when a takeover gives up on them.
+	stopInformers context.CancelFunc
 }
 
 // run runs one cold leadership term: its own lifecycle with the informers stage (see
@@ -136,8 +142,13 @@ func (m *controllerManager) addStages(l *lifecycle) *builtControllers {
 			return nil, err
 		}
 		// Start only now: the constructors registered the informers they need, and an
-		// informer requested after Start would never run.
-		factory.Start(ctx.Done())
+		// informer requested after Start would never run. Informers start with a
+		// consistent list: client-go v0.37's WatchListClient gate (on by default) streams
+		// it in a watch the apiserver serves from its current revision, so a cold term
+		// (a cold standby's, a shard's, a warm takeover's fallback) sees every earlier write.
+		informersCtx, stopInformers := context.WithCancel(ctx)
+		built.factory, built.stopInformers = factory, stopInformers
+		factory.Start(informersCtx.Done())
 		if m.shard != nil {
 			m.shard.StartCluster()
 		}
@@ -146,11 +157,15 @@ func (m *controllerManager) addStages(l *lifecycle) *builtControllers {
 		// leaves the replica's cluster informers without its handlers.
 		if m.shard != nil {
 			return func() {
+				stopInformers()
 				factory.Shutdown()
 				m.shard.RemoveHandlers()
 			}, nil
 		}
-		return factory.Shutdown, nil
+		return func() {
+			stopInformers()
+			factory.Shutdown()
+		}, nil
 	})
 	return built
 }

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"os"
 	goruntime "runtime"
 	"sort"
@@ -10,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/server/flagz"
+	"k8s.io/client-go/metadata"
 	clientgoleaderelection "k8s.io/client-go/tools/leaderelection"
 	"k8s.io/klog/v2"
 
@@ -182,11 +184,20 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 		// runs a term of workers while leading and releases the Lease after the
 		// workers drained; the informers stop after that. leaderelection owns the
 		// release order.
-		logger.Info("Warm standby: starting the informers before the election; workers start on acquiring the lease")
+		logger.Info("Warm standby: starting the informers before the election; workers start on acquiring the lease, once the caches are fresh")
+		reads, readsErr := clients.Config("takeover-barrier")
+		if readsErr != nil {
+			return readsErr
+		}
+		metadataClient, readsErr := metadata.NewForConfig(reads)
+		if readsErr != nil {
+			return fmt.Errorf("building the takeover barrier's client: %w", readsErr)
+		}
+		manager.takeover = newTakeoverBarrier(metadataClient, le.RetryPeriod)
 		built := manager.addStages(process)
 		err = process.run(ctx, "election", func(ctx context.Context) error {
 			return campaign(ctx, cfg, identity, events, watchdog, ready, status.election, fence, func(ctx context.Context) error {
-				return manager.runWorkers(ctx, built)
+				return manager.takeOver(ctx, built)
 			})
 		})
 	default:
@@ -219,6 +230,11 @@ func campaign(ctx context.Context, cfg *options.Config, identity string, events 
 	if err != nil {
 		return err
 	}
+	// A standby watches the Lease, so that it tries to take it the moment it expires.
+	leaseWatch, err := leaderelection.NewWatchClient(cfg.RESTConfig, userAgent("leader-election"))
+	if err != nil {
+		return err
+	}
 	election.joined(identity)
 	ready.setStandby()
 	return leaderelection.Run(ctx, leaderelection.Config{
@@ -233,6 +249,7 @@ func campaign(ctx context.Context, cfg *options.Config, identity string, events 
 		WatchDog:      watchdog,
 		Fence:         fence,
 		Observe:       election.observe,
+		LeaseWatch:    leaseWatch,
 	}, runControllers)
 }
 

@@ -44,6 +44,13 @@
 //     written by other replicas are never compared with ours. Clock skew is therefore
 //     harmless, but a clock running much faster than the leader's shortens the wait.
 //     Keep --leader-elect-lease-duration comfortably above the bound below.
+//   - Prompt takeover (Config.LeaseWatch): a standby watches the Lease, notes when it
+//     saw each change, and tries at that moment + leaseDurationSeconds instead of
+//     client-go's poll every 1 to 2.2 retry periods. It reads the Lease first and writes
+//     it with the resourceVersion read: a renewal the watch had not delivered restarts
+//     the wait, a racing write fails with a conflict and is read again. A lagging watch
+//     therefore only delays a takeover (by up to a lease duration), never hastens it.
+//     The elector takes over the renewals once this candidate holds the Lease.
 //   - Lost lease: when the leader cannot renew within the renew deadline, or (with a
 //     fence) reads the Lease with another holder, while it is not shutting down (or
 //     while its controllers are draining), it logs "leaderelection lost" and exits
@@ -88,6 +95,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
 // ErrControllersStillRunning is wrapped by a run function that gave up waiting for its
@@ -141,6 +149,16 @@ type Config struct {
 	// can report the holder and transitions it last saw. It must return quickly; it
 	// decides nothing. Optional.
 	Observe func(resourcelock.LeaderElectionRecord)
+	// LeaseWatch, when set, is the client of a standby's watch on the Lease (see
+	// NewWatchClient): the standby then learns of every renewal as it is written and
+	// tries to take the Lease the moment it expires by this candidate's clock. Without
+	// it the standby reads the Lease every retry period instead, and still tries at
+	// expiry. It must not time its requests out, since a watch outlives any request
+	// timeout. Optional.
+	LeaseWatch coordinationv1client.LeasesGetter
+
+	// clock measures the standby's wait; nil means the real clock. Tests replace it.
+	clock clock.Clock
 }
 
 // NewIdentity returns hostname_uuid.
@@ -195,6 +213,20 @@ func NewClient(base *rest.Config, userAgent string, t Timings) (kubernetes.Inter
 		return nil, fmt.Errorf("building the leader election client: %w", err)
 	}
 	return client, nil
+}
+
+// NewWatchClient returns the client of a standby's watch on the Lease (see
+// Config.LeaseWatch): NewClient's, but without a request timeout, which would end
+// every watch after a second.
+func NewWatchClient(base *rest.Config, userAgent string) (coordinationv1client.LeasesGetter, error) {
+	cfg := rest.CopyConfig(base)
+	cfg.Timeout = 0
+	cfg.UserAgent = userAgent
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the leader election watch client: %w", err)
+	}
+	return client.CoordinationV1(), nil
 }
 
 func clientConfig(base *rest.Config, userAgent string, t Timings) *rest.Config {
@@ -295,10 +327,23 @@ func Run(ctx context.Context, cfg Config, run func(ctx context.Context) error) e
 
 				logger.Info("Started leading")
 				// run logs with the caller's logger, without the election's key/values.
-				runCtx, cancel := context.WithCancel(klog.NewContext(leaseCtx, klog.FromContext(ctx)))
+				runCtx, cancel := context.WithCancel(klog.NewContext(context.WithoutCancel(leaseCtx), klog.FromContext(ctx)))
 				defer cancel()
 				stopOnSignal := context.AfterFunc(ctx, cancel)
 				defer stopOnSignal()
+				// The elector cancels leaseCtx on a lost Lease before it calls
+				// OnStoppedLeading, which closes the fence: close it here first, so that
+				// no draining worker finds it still open.
+				stopOnLoss := context.AfterFunc(leaseCtx, func() {
+					mu.Lock()
+					lostNow := !ended
+					mu.Unlock()
+					if lostNow && cfg.Fence != nil {
+						cfg.Fence.Close("lost: not renewed within the renew deadline")
+					}
+					cancel()
+				})
+				defer stopOnLoss()
 				err := run(runCtx)
 				mu.Lock()
 				runErr = err
@@ -367,7 +412,15 @@ func Run(ctx context.Context, cfg Config, run func(ctx context.Context) error) e
 	defer stopOnSignal()
 
 	logger.Info("Joining leader election", "leaseDuration", cfg.LeaseDuration,
-		"renewDeadline", cfg.RenewDeadline, "retryPeriod", cfg.RetryPeriod)
+		"renewDeadline", cfg.RenewDeadline, "retryPeriod", cfg.RetryPeriod, "watchingTheLease", cfg.LeaseWatch != nil)
+	// The standby waits and takes the Lease at its expiry (see standby); the elector
+	// then finds it held by this candidate and renews it from its first attempt. If the
+	// election ended while standing by, the elector returns at once, without acquiring.
+	clk := cfg.clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	newStandby(cfg, lock, clk).acquire(electionCtx)
 	elector.Run(electionCtx)
 
 	// The elector starts OnStartedLeading in a goroutine of its own and does not wait

@@ -36,6 +36,8 @@ type ReplicaOptions struct {
 	// added: the suite's fence policy applies to that group's users.
 	// TODO: default to a least-privilege RBAC role once it exists.
 	Groups []string
+	// Env are extra environment variables (NAME=value) of the process.
+	Env []string
 }
 
 // Replica is one mini-kcm process with its own user, port and log file.
@@ -112,10 +114,15 @@ func (f *Framework) StartReplica(opts ReplicaOptions) *Replica {
 	)
 	args = append(args, opts.Args...)
 	f.fenceReplica(args)
+	var env []string
+	if opts.Env != nil {
+		env = append(os.Environ(), opts.Env...)
+	}
 	p, err := controlplane.StartProcess(controlplane.ProcessSpec{
 		Name:    name,
 		Path:    binary,
 		Args:    args,
+		Env:     env,
 		LogPath: filepath.Join(suite.workDir, name+".log"),
 	})
 	if err != nil {

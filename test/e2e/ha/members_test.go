@@ -56,6 +56,8 @@ type member struct {
 	proxy *Proxy
 	// args are the flags that StartReplica appends to the framework's, kept for restarts.
 	args []string
+	// env are the extra environment variables, kept for restarts.
+	env []string
 	// earlier are the processes this member ran before its restarts.
 	earlier []*framework.Replica
 }
@@ -69,6 +71,8 @@ type memberOptions struct {
 	viaProxy bool
 	// args are extra flags.
 	args []string
+	// env are extra environment variables (NAME=value).
+	env []string
 }
 
 // startMember starts a replica as user (unique within the suite).
@@ -97,7 +101,8 @@ func startMember(t *testing.T, f *framework.Framework, user string, opts memberO
 	}
 	m.args = append([]string{"--kubeconfig=" + kubeconfig}, opts.timings.args()...)
 	m.args = append(m.args, opts.args...)
-	m.Replica = f.StartReplica(framework.ReplicaOptions{Args: m.args})
+	m.env = opts.env
+	m.Replica = f.StartReplica(framework.ReplicaOptions{Args: m.args, Env: m.env})
 	return m
 }
 
@@ -109,7 +114,7 @@ func (m *member) restart(t *testing.T, f *framework.Framework) {
 		t.Fatalf("restarting %s, which is still running", m.user)
 	}
 	m.earlier = append(m.earlier, m.Replica)
-	m.Replica = f.StartReplica(framework.ReplicaOptions{Args: m.args})
+	m.Replica = f.StartReplica(framework.ReplicaOptions{Args: m.args, Env: m.env})
 }
 
 // restartIfLost restarts the member if it exited with code 1 (a lost Lease), as its

@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/mini-kcm/mini-kcm/app/shards"
+	"github.com/mini-kcm/mini-kcm/sharding"
 	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
 )
 
@@ -122,7 +122,7 @@ func TestShardedOverlayGivesEachReplicaItsFairShare(t *testing.T) {
 	client := framework.ControlPlane(t).Client()
 	framework.EventuallyEvery(t, 2*time.Minute, 200*time.Millisecond, func() error {
 		list, err := client.CoordinationV1().Leases(leaseNamespace).List(t.Context(), metav1.ListOptions{
-			LabelSelector: labels.SelectorFromSet(shards.Labels(leaseName, shards.RoleShard)).String(),
+			LabelSelector: labels.SelectorFromSet(sharding.Labels(leaseName, sharding.RoleShard)).String(),
 		})
 		if err != nil {
 			return err
@@ -130,7 +130,7 @@ func TestShardedOverlayGivesEachReplicaItsFairShare(t *testing.T) {
 		held := map[string][]int{}
 		count := 0
 		for _, l := range list.Items {
-			i, ok := shards.ShardOf(leaseName, l.Name)
+			i, ok := sharding.ShardOf(leaseName, l.Name)
 			if !ok {
 				continue
 			}

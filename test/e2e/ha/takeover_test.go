@@ -1,0 +1,217 @@
+package ha
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mini-kcm/mini-kcm/options"
+	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
+)
+
+// informerAddressEnv is app.InformerAddressEnv: it points a replica's informer
+// connection, and only that one, at a proxy.
+const informerAddressEnv = "MINI_KCM_E2E_INFORMER_ADDRESS"
+
+// informerLag is how far the lagging standbys' watches run behind the apiserver:
+// longer than the lease, so that when a standby takes over, its cache has not seen
+// the last writes its predecessor made before it was killed.
+const informerLag = framework.LeaseDuration + time.Second
+
+// TestATakeoverOnALaggingCacheCreatesNoPodTwice: the leader scales a ReplicaSet from
+// 0 to 50 and is SIGKILLed a second later, while the standbys' watches run 6s behind
+// the apiserver (their Lease traffic does not). The standby that takes over has not
+// seen the pods its predecessor created; it starts its workers only once its caches
+// are as new as the apiserver after it acquired the Lease, or on fresh informers, so
+// the ReplicaSet ends with exactly 50 pods and none was ever created twice.
+func TestATakeoverOnALaggingCacheCreatesNoPodTwice(t *testing.T) {
+	runLaggingTakeover(t, 0, 50, informerLag, "")
+}
+
+// TestATakeoverOnALaggingCacheDeletesNoExtraPod: the same with a scale-down from 50
+// to 10: exactly 40 pods are deleted, and none is created again.
+func TestATakeoverOnALaggingCacheDeletesNoExtraPod(t *testing.T) {
+	runLaggingTakeover(t, 50, 10, informerLag, "")
+}
+
+// TestATakeoverOnACacheFarBehindRunsOnFreshInformers: with the standbys' watch
+// streams 15s behind, the new leader's caches cannot be shown fresh within the
+// barrier's bound (three retry periods); its term runs on informers of its own, on new
+// connections, which list the cluster as it is, and it creates exactly the missing pods.
+func TestATakeoverOnACacheFarBehindRunsOnFreshInformers(t *testing.T) {
+	runLaggingTakeover(t, 0, 50, 15*time.Second, "cold")
+}
+
+// runLaggingTakeover tells the story of the tests above with the standbys' watches lag
+// behind; wantPath, when set, is the takeover path the new leader must report.
+func runLaggingTakeover(t *testing.T, from, to int32, lag time.Duration, wantPath string) {
+	f := framework.New(t)
+	ctx := f.Context()
+	ns := f.Namespace
+	suffix := ns[len(ns)-5:]
+
+	// The first replica leads with an informer connection of normal speed.
+	first := startMember(t, f, "ha-lag-"+suffix+"-0", memberOptions{timings: shortTimings})
+	leaderOf(t, f, []*member{first}, time.Minute)
+	rs := newReplicaSet("lag", from, nil)
+	if _, err := f.Client.AppsV1().ReplicaSets(ns).Create(ctx, rs, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, func() error { return replicaSetComplete(ctx, f.Client, ns, rs.Name) })
+
+	// Two standbys whose informers connect through a DelayProxy each; they sync
+	// without delay, then their watches fall behind.
+	apiserver, err := url.Parse(f.ControlPlane.APIServerURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	members := []*member{first}
+	var proxies []*DelayProxy
+	for i := 1; i <= 2; i++ {
+		p, err := StartDelayProxy(apiserver.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		proxies = append(proxies, p)
+		m := startMember(t, f, fmt.Sprintf("ha-lag-%s-%d", suffix, i), memberOptions{timings: shortTimings,
+			env: []string{informerAddressEnv + "=" + p.Addr()}})
+		members = append(members, m)
+	}
+	for _, m := range members[1:] {
+		m.WaitReady(t, time.Minute)
+	}
+	census := watchPods(t, f.Client, ns)
+	key := "ReplicaSet/" + rs.Name
+	census.limit("ReplicaSet", rs.Name, int(max(from, to)))
+	eventually(t, time.Minute, func() error {
+		if n := census.activeCount(key); n != int(from) {
+			return fmt.Errorf("census: %d active pods, want %d", n, from)
+		}
+		return nil
+	})
+	seenBefore := census.podsSeenBy(key)
+	for _, p := range proxies {
+		p.SetDelay(lag)
+	}
+
+	if err := scale(ctx, f, "ReplicaSet", rs.Name, to); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	holder, err := f.Holder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	atKill := census.activeCount(key)
+	killed := time.Now()
+	first.Kill()
+	f.WaitForNewHolder(holder, time.Minute)
+	took := time.Since(killed)
+	second := leaderOf(t, f, members, time.Minute)
+	if second == first {
+		t.Fatalf("the killed replica %s still leads", first.user)
+	}
+
+	eventually(t, 3*time.Minute, func() error { return replicaSetComplete(ctx, f.Client, ns, rs.Name) })
+	// A pod created twice on a stale cache may show up only once the cache caught up:
+	// wait past the lag, then count again.
+	time.Sleep(lag + 2*time.Second)
+	eventually(t, 3*time.Minute, func() error { return replicaSetComplete(ctx, f.Client, ns, rs.Name) })
+
+	created := census.podsSeenBy(key) - seenBefore
+	active := census.activeCount(key)
+	deleted := seenBefore + created - active
+	wantCreated, wantDeleted := max(0, int(to-from)), max(0, int(from-to))
+	path := "unknown"
+	if metrics, err := second.Metrics(); err == nil {
+		for _, p := range []string{"warm", "cold"} {
+			if v, ok := metrics.Value("mini_kcm_leader_election_takeover_total", map[string]string{"path": p}); ok && v > 0 {
+				path = p
+			}
+		}
+	}
+	t.Logf("HA-TAKEOVER lagging-standby scale %d→%d informer-lag=%v active-at-kill=%d sigkill→new-holder=%.2fs takeover-path=%s created=%d (want %d) deleted=%d (want %d) duplicates=%d",
+		from, to, lag, atKill, took.Seconds(), path, created, wantCreated, deleted, wantDeleted,
+		max(0, created-wantCreated))
+	if active != int(to) || created != wantCreated || deleted != wantDeleted {
+		t.Errorf("after the takeover on a lagging cache: %d active pods (want %d), %d created (want %d), %d deleted (want %d); peaks %s",
+			active, to, created, wantCreated, deleted, wantDeleted, census.peaks())
+	}
+	census.checkNoViolations()
+	if wantPath != "" && path != wantPath {
+		t.Errorf("the new leader took over on the %s path, want %s", path, wantPath)
+	}
+	if path == "cold" {
+		// The cold term's informers start consistently: client-go's watch-list, a watch
+		// that streams the initial list (sendInitialEvents=true), like the warm ones did.
+		watchLists := map[string]bool{}
+		for _, e := range readAudit(t, f.ControlPlane) {
+			if e.User.Username == second.user && e.Verb == "watch" &&
+				strings.HasPrefix(e.RequestURI, "/api/v1/pods?") && strings.Contains(e.RequestURI, "sendInitialEvents=true") {
+				watchLists[e.AuditID] = true
+			}
+		}
+		if len(watchLists) < 2 {
+			t.Errorf("the new leader %s started %d pod watch-lists, want one for its warm informers and one for its cold term",
+				second.user, len(watchLists))
+		}
+	}
+}
+
+// TestSIGKILLedLeadersLeaseIsTakenAtItsExpiry: with three replicas at the default
+// timings, the Lease names a new holder about one lease duration after the leader was
+// SIGKILLed: the standbys watch the Lease and try at its expiry by their own clock,
+// not a jittered poll later. The time is logged; only a bound far above it is asserted.
+func TestSIGKILLedLeadersLeaseIsTakenAtItsExpiry(t *testing.T) {
+	le := options.NewLeaderElectionOptions()
+	measureSIGKILLToNewHolder(t, electionTimings{lease: le.LeaseDuration, renew: le.RenewDeadline, retry: le.RetryPeriod}, 1)
+}
+
+// measureSIGKILLToNewHolder SIGKILLs the leader of three replicas runs times (the
+// killed one restarts each time, as a kubelet would) and logs how long the Lease took
+// to name a new holder each time, against the target lease duration + 0.5s.
+func measureSIGKILLToNewHolder(t *testing.T, timings electionTimings, runs int) {
+	f := framework.New(t)
+	suffix := f.Namespace[len(f.Namespace)-5:]
+	var members []*member
+	for i := range 3 {
+		members = append(members, startMember(t, f, fmt.Sprintf("ha-expiry-%s-%d", suffix, i), memberOptions{timings: timings}))
+	}
+	var took []time.Duration
+	for range runs {
+		leader := leaderOf(t, f, members, time.Minute)
+		for _, m := range members {
+			if m != leader {
+				m.WaitReady(t, time.Minute)
+			}
+		}
+		// Let the standbys see a few renewals, as in a cluster that runs for a while.
+		time.Sleep(3 * timings.retry)
+		holder, err := f.Holder()
+		if err != nil {
+			t.Fatal(err)
+		}
+		killed := time.Now()
+		leader.Kill()
+		f.WaitForNewHolder(holder, 2*time.Minute)
+		d := time.Since(killed)
+		took = append(took, d)
+		// Far above the target, so that a loaded machine does not fail it: client-go's
+		// standby alone could take the lease + 2.2 retry periods.
+		if bound := timings.lease + 3*timings.retry + 2*time.Second; d > bound {
+			t.Errorf("the Lease named a new holder %v after the SIGKILL, over %v", d, bound)
+		}
+		leader.restart(t, f)
+	}
+	sorted := slices.Clone(took)
+	slices.Sort(sorted)
+	t.Logf("HA-NUMBERS sigkill→new-holder timings=%q runs=%d p50=%.2fs max=%.2fs all=%v target≤%.1fs",
+		timings, runs, sorted[len(sorted)/2].Seconds(), sorted[len(sorted)-1].Seconds(), roundAll(took),
+		(timings.lease + 500*time.Millisecond).Seconds())
+}
