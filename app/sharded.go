@@ -32,6 +32,10 @@ func newShardedReplica(cfg *options.Config, manager *controllerManager, clients 
 	if err != nil {
 		return nil, err
 	}
+	leaseWatch, err := leaderelection.NewWatchClient(cfg.RESTConfig, userAgent("leader-election"))
+	if err != nil {
+		return nil, err
+	}
 	identity, err := leaderelection.NewIdentity()
 	if err != nil {
 		return nil, err
@@ -62,6 +66,7 @@ func newShardedReplica(cfg *options.Config, manager *controllerManager, clients 
 		RebalancePeriod:    cfg.Sharding.RebalancePeriod,
 		Client:             electionClient,
 		CoordinatorClient:  coordinatorClient,
+		LeaseWatch:         leaseWatch,
 		Probe:              probe,
 		Weigh:              sharding.WeighPods(metadataClient),
 		Recorder:           func() record.EventRecorder { return events.Recorder(eventComponent) },

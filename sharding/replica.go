@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
@@ -114,6 +115,10 @@ type Config struct {
 	// CoordinatorClient writes the plan and relabels shard Leases, under its own user
 	// agent; Probe asks the apiserver whether it filters by shard.
 	Client, CoordinatorClient, Probe kubernetes.Interface
+	// LeaseWatch, when set, is the client of each shard election's watch on its Lease
+	// (see leaderelection.Config.LeaseWatch), so that an expired shard is taken at
+	// expiry rather than at the next poll. Optional.
+	LeaseWatch coordinationv1client.LeasesGetter
 	// Weigh returns the number of pods per namespace (see WeighPods).
 	Weigh func(ctx context.Context) (map[string]int64, error)
 	// Recorder returns the process's event recorder; it is called once Run starts,
@@ -302,6 +307,7 @@ func (r *Replica) campaign(ctx context.Context, shard int, epoch Epoch, expired 
 			EventRecorder:     r.recorder,
 			Fence:             fence,
 			KeepRunningOnLoss: true,
+			LeaseWatch:        r.LeaseWatch,
 		}, func(ctx context.Context) error {
 			e.leading.Store(true)
 			defer e.leading.Store(false)
