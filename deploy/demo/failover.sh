@@ -31,7 +31,9 @@
 #   FREEZE=0              skips step 4.
 #   RESULTS_FILE          if set, gets one "name=value" line per measurement:
 #                         graceful_takeover_ms, crash_takeover_ms, freeze_takeover_ms,
-#                         frozen_leader_restarts, lease_duration_s.
+#                         frozen_leader_restarts, lease_duration_s, and frozen_holder and
+#                         frozen_at_ms (its identity, the SIGSTOP's wall clock in Unix
+#                         ms) for checking the frozen leader's writes in an audit log.
 # Exit code (out): 0 when every step did what it says, 1 (with a message on stderr and
 # hints to look around) when one did not.
 set -euo pipefail
@@ -218,6 +220,8 @@ if [[ ${FREEZE:-1} != 0 ]]; then
 	restarts=$(restarts_of "$frozen")
 	info "freezing the mini-kcm process of pod ${NS}/${frozen}"
 	start=$(now_ms)
+	result frozen_holder "$leader"
+	result frozen_at_ms "$start"
 	signal STOP "$frozen"
 	leader=$(wait_for_new_holder "$leader" 90)
 	freeze=$(($(now_ms) - start))

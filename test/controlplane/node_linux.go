@@ -179,6 +179,15 @@ func (cp *ControlPlane) NodeKubeconfig(name string, groups ...string) (string, e
 	return cp.addUserAt(name, "https://"+cp.node.forwarder.address, groups...)
 }
 
+// ContainerdAddress returns the socket of the node's containerd, or "" without a node:
+// for tools that run ctr themselves (test/e2e/node's signal hook).
+func (cp *ControlPlane) ContainerdAddress() string {
+	if cp.node == nil {
+		return ""
+	}
+	return cp.node.record.containerdSocket()
+}
+
 // Ctr runs containerd's ctr against the node's containerd in the kubelet's namespace
 // (k8s.io), e.g. Ctr(ctx, "images", "import", tarball).
 func (cp *ControlPlane) Ctr(ctx context.Context, args ...string) ([]byte, error) {

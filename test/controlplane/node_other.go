@@ -36,6 +36,9 @@ func (cp *ControlPlane) NodeDir() string { return "" }
 // StaticPodDir returns "": there is no node off Linux.
 func (cp *ControlPlane) StaticPodDir() string { return "" }
 
+// ContainerdAddress returns "": there is no node off Linux.
+func (cp *ControlPlane) ContainerdAddress() string { return "" }
+
 // NodeKubeconfig fails: there is no node off Linux.
 func (cp *ControlPlane) NodeKubeconfig(string, ...string) (string, error) {
 	return "", errNodeNeedsLinux

@@ -172,6 +172,14 @@ func installDeploy(t *testing.T, base string) string {
 	} else if strings.Contains(out, "Warning") {
 		t.Logf("kubectl apply -k %s warned:\n%s", base, out)
 	}
+	uninstallDeployOnCleanup(t, base, dir)
+	return dir
+}
+
+// uninstallDeployOnCleanup removes the install of dir (an overlay of base) when the test
+// ends, and leaves the cluster as a fresh one for the next install.
+func uninstallDeployOnCleanup(t *testing.T, base, dir string) {
+	t.Helper()
 	t.Cleanup(func() {
 		logWarnings(t, leaseNamespace)
 		if t.Failed() {
@@ -194,7 +202,6 @@ func installDeploy(t *testing.T, base string) string {
 			t.Errorf("restarting the apiserver after uninstalling %s: %v", base, err)
 		}
 	})
-	return dir
 }
 
 // installSample applies deploy/sample with the sample server's image and removes it
@@ -203,6 +210,12 @@ func installSample(t *testing.T) {
 	t.Helper()
 	dir := overlay(t, "deploy/sample", map[string]string{agnhostImage: sampleImage})
 	kubectl(t, "apply", "-k", dir)
+	uninstallSampleOnCleanup(t, dir)
+}
+
+// uninstallSampleOnCleanup removes the sample app of dir when the test ends.
+func uninstallSampleOnCleanup(t *testing.T, dir string) {
+	t.Helper()
 	t.Cleanup(func() {
 		if t.Failed() {
 			logPods(t, sampleNS, "")
