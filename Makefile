@@ -126,7 +126,7 @@ demo-failover: build control-plane ## Leader failover on the local control plane
 	$(GO) run ./test/cmd/demo-failover --mini-kcm bin/mini-kcm
 
 .PHONY: demo-node
-demo-node: build control-plane ## deploy/kind's failover demo (deploy/demo/failover.sh) on a local real kubelet, no Docker (root; ~3 min).
+demo-node: build control-plane ## deploy/kind's failover demo (deploy/demo/failover.sh) on a local real kubelet, no Docker (root; ~1 min once built).
 	@# The e2e node suite's test of the script: it starts the node, imports the images,
 	@# runs the script with the node's signal hook and checks its timings and the audit
 	@# log. MINI_KCM_REQUIRE_NODE=1: a machine without what the node needs gets the reason.
