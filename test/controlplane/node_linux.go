@@ -73,12 +73,8 @@ const NodeName = "mini-kcm-node"
 const nodeNetnsPrefix = "mini-kcm-node-"
 
 var (
-	// nodeAPIServerIP is the node's address and the kubernetes Service's endpoint.
-	nodeAPIServerIP = net.IPv4(10, 255, 0, 1)
-	// kubernetesServiceIP is the first address of serviceClusterIPRange.
-	kubernetesServiceIP = net.IPv4(10, 96, 0, 1)
-	nodePodSubnet       = "10.244.0.0/24"
-	nodeRuns            atomic.Int32
+	nodePodSubnet = "10.244.0.0/24"
+	nodeRuns      atomic.Int32
 )
 
 // cniBinDir is where Debian's containernetworking-plugins installs the plugins.
