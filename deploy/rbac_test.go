@@ -192,13 +192,16 @@ func tokenRequestCalls() []request {
 	return calls
 }
 
-// leaderElectionCalls are client-go LeaseLock's calls, plus the LeaderElection event
-// recorded on the Lease.
+// leaderElectionCalls are client-go LeaseLock's calls, a standby's watch on the Lease,
+// plus the LeaderElection event recorded on the Lease.
 func leaderElectionCalls(namespace, lease string) []request {
 	return []request{
 		{verb: "get", group: "coordination.k8s.io", resource: "leases", namespace: namespace, name: lease},
 		{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: namespace},
 		{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: namespace, name: lease},
+		// A standby watches the Lease so that it tries at expiry (leaderelection.Config.LeaseWatch).
+		{verb: "list", group: "coordination.k8s.io", resource: "leases", namespace: namespace, name: lease},
+		{verb: "watch", group: "coordination.k8s.io", resource: "leases", namespace: namespace, name: lease},
 		{verb: "create", resource: "events", namespace: namespace},
 		{verb: "patch", resource: "events", namespace: namespace, name: lease + ".17d2"},
 	}

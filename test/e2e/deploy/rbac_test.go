@@ -76,6 +76,8 @@ func processCalls(leaseNamespace, leaseName string) []call {
 		{verb: "get", group: "coordination.k8s.io", resource: "leases", namespace: leaseNamespace, name: leaseName},
 		{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: leaseNamespace},
 		{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: leaseNamespace, name: leaseName},
+		{verb: "list", group: "coordination.k8s.io", resource: "leases", namespace: leaseNamespace, name: leaseName},
+		{verb: "watch", group: "coordination.k8s.io", resource: "leases", namespace: leaseNamespace, name: leaseName},
 		{verb: "create", resource: "events", namespace: leaseNamespace},
 		{verb: "patch", resource: "events", namespace: leaseNamespace, name: leaseName + ".17d2"},
 	}...)
