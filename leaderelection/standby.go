@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -64,6 +65,11 @@ type standby struct {
 	lastRead time.Time
 	// changed is signalled when the watch delivered a new record.
 	changed chan struct{}
+	// watching is true while the watch delivers: from its first event until it fails
+	// (forbidden, the apiserver away). Until then, and after a failure, the standby
+	// reads the Lease every retry period as if it had no watch, so that a watch that
+	// cannot run costs promptness, not a lease duration.
+	watching atomic.Bool
 }
 
 func newStandby(cfg Config, lock resourcelock.Interface, clk clock.Clock) *standby {
@@ -133,7 +139,7 @@ func (s *standby) next() (wait time.Duration, read bool) {
 		return 0, false
 	}
 	wait = s.seenAt.Add(time.Duration(s.record.LeaseDurationSeconds) * time.Second).Sub(now)
-	if s.watch == nil && wait > 0 {
+	if (s.watch == nil || !s.watching.Load()) && wait > 0 {
 		untilRead := s.lastRead.Add(s.retryPeriod).Sub(now)
 		if untilRead <= 0 {
 			return wait, true
@@ -277,6 +283,7 @@ func (s *standby) watchLease(ctx context.Context) {
 		if !ok {
 			return
 		}
+		s.watching.Store(true)
 		record := resourcelock.LeaseSpecToLeaderElectionRecord(&lease.Spec)
 		raw, err := json.Marshal(*record)
 		if err != nil {
@@ -296,6 +303,7 @@ func (s *standby) watchLease(ctx context.Context) {
 		AddFunc:    seen,
 		UpdateFunc: func(_, obj any) { seen(obj) },
 		DeleteFunc: func(any) {
+			s.watching.Store(true)
 			s.forget()
 			select {
 			case s.changed <- struct{}{}:
@@ -303,7 +311,14 @@ func (s *standby) watchLease(ctx context.Context) {
 			}
 		},
 	}, cache.HandlerOptions{Logger: &logger}); err != nil {
-		logger.Error(err, "Watching the lease failed; reading it at expiry only", "lock", s.lock.Describe())
+		logger.Error(err, "Watching the lease failed; reading it every retry period", "lock", s.lock.Describe())
+		return
+	}
+	if err := informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		s.watching.Store(false)
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	}); err != nil {
+		logger.Error(err, "Watching the lease failed; reading it every retry period", "lock", s.lock.Describe())
 		return
 	}
 	informer.RunWithContext(ctx)

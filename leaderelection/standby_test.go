@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	clienttesting "k8s.io/client-go/testing"
@@ -49,6 +50,12 @@ type standbyFixture struct {
 }
 
 func newStandbyFixture(t *testing.T, watch bool) *standbyFixture {
+	return newStandbyFixtureWith(t, watch, func(*fake.Clientset) {})
+}
+
+// newStandbyFixtureWith is newStandbyFixture with the fake clientset's reactors set by
+// react before the standby starts.
+func newStandbyFixtureWith(t *testing.T, watch bool, react func(*fake.Clientset)) *standbyFixture {
 	logger, _ := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 	f := &standbyFixture{
@@ -64,6 +71,7 @@ func newStandbyFixture(t *testing.T, watch bool) *standbyFixture {
 		f.updates = append(f.updates, ptr.Deref(lease.Spec.HolderIdentity, ""))
 		return false, nil, nil
 	})
+	react(f.client)
 	cfg := testConfig(f.client, "b")
 	cfg.LeaseDuration = 10 * time.Second
 	cfg.RetryPeriod = time.Second
@@ -249,4 +257,44 @@ func TestStandbyTakesAReleasedLeaseAtOnce(t *testing.T) {
 	if at := waitFor(t, f.acquired, "b to take the released lease"); !at.Equal(f.clock.Now()) {
 		t.Errorf("b took the released lease after %s of its clock, want at once", at.Sub(f.clock.Now()))
 	}
+}
+
+// TestStandbyWhoseWatchIsForbiddenReadsEveryRetryPeriod: a watch that cannot run (no
+// list/watch grant on the Lease, the apiserver refusing it) must cost promptness only,
+// not a lease duration: the standby then reads the Lease every retry period, so a
+// renewal is seen within one and the Lease is taken a lease duration after it.
+func TestStandbyWhoseWatchIsForbiddenReadsEveryRetryPeriod(t *testing.T) {
+	forbidden := func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, leaseName, nil)
+	}
+	f := newStandbyFixtureWith(t, true, func(c *fake.Clientset) {
+		c.PrependReactor("list", "leases", forbidden)
+		c.PrependWatchReactor("leases", func(a clienttesting.Action) (bool, watch.Interface, error) {
+			_, _, err := forbidden(a)
+			return true, nil, err
+		})
+	})
+	f.waitUntilWaiting(f.clock.Now())
+	f.clock.Step(6 * time.Second)
+	renewedAt := f.clock.Now()
+	f.renew()
+	// The next read, a retry period later at most, sees the renewal.
+	for range 2 {
+		time.Sleep(20 * time.Millisecond)
+		f.clock.Step(time.Second)
+	}
+	f.waitUntilWaiting(renewedAt)
+	for range 12 {
+		time.Sleep(20 * time.Millisecond)
+		f.clock.Step(time.Second)
+		select {
+		case at := <-f.acquired:
+			if got := at.Sub(renewedAt); got > 11*time.Second || got < 10*time.Second {
+				t.Errorf("b took the lease %s after the renewal, want within a lease duration plus one retry period", got)
+			}
+			return
+		default:
+		}
+	}
+	t.Fatal("b did not take the lease within a lease duration plus two retry periods of the renewal")
 }
