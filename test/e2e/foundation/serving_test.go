@@ -55,6 +55,9 @@ func TestServingAuthenticatesAndAuthorizesEverythingButHealth(t *testing.T) {
 	f := framework.New(t)
 	r := f.StartReplica(framework.ReplicaOptions{})
 	f.WaitForLeader(30 * time.Second)
+	// A new leader is ready once its takeover barrier passed and its workers started,
+	// a moment after it acquired the Lease.
+	r.WaitReady(t, 30*time.Second)
 	cp := f.ControlPlane
 	anonymous := cp.HTTPSClient(nil)
 
