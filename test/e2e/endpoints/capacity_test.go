@@ -49,15 +49,18 @@ func TestOverCapacityEndpointsAreTruncatedTo1000Addresses(t *testing.T) {
 	begin := time.Now()
 	running := e.runPods(pods...)
 	t.Logf("%d pods running after %v", total, time.Since(begin).Round(time.Second))
+	// Each call writes only its own slot; the map is updated after all have returned.
+	updated := make([]*corev1.Pod, notReady)
 	err := forEach(notReady, func(i int) error {
 		p, err := e.tryUpdatePodStatus(pods[i].Name, func(s *corev1.PodStatus) { setReadyConditions(s, false) })
-		if err == nil {
-			running[p.Name] = p
-		}
+		updated[i] = p
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, p := range updated {
+		running[p.Name] = p
 	}
 
 	// The 1000 ready pods with the lowest IPs, compared as strings.

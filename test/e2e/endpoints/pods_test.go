@@ -220,7 +220,8 @@ func (e *env) releasePod(name string) {
 	e.patchPod(name, `{"metadata":{"finalizers":null}}`)
 }
 
-// forEach calls do for 0..n-1 on a few goroutines and returns the first error. The
+// forEach calls do for 0..n-1 on a few goroutines and returns the first error. do runs
+// concurrently with itself: it may write only what belongs to its i. The
 // harness client allows 200 requests a second; more parallelism would only queue.
 func forEach(n int, do func(i int) error) error {
 	const parallel = 16
