@@ -110,7 +110,7 @@ func printShards(ctx context.Context, w io.Writer, client kubernetes.Interface, 
 	}
 	fmt.Fprintf(w, "Plan: epoch %d, %d shards", active.Number, active.Plan.Shards())
 	if next != nil {
-		fmt.Fprintf(w, "; handing every shard over to epoch %d (%d shards)", next.Number, next.Plan.Shards())
+		fmt.Fprintf(w, "; handing shards %v over to epoch %d (%d shards)", active.Moved(*next), next.Number, next.Plan.Shards())
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -122,7 +122,7 @@ func printShards(ctx context.Context, w io.Writer, client kubernetes.Interface, 
 		if ok {
 			holder = ptr.Deref(l.Spec.HolderIdentity, "")
 			switch {
-			case l.Labels[sharding.LabelEpoch] != active.Label():
+			case l.Labels[sharding.LabelEpoch] != active.Label(i):
 				holder = "<being handed over>"
 			case holder == "":
 				holder = released

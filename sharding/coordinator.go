@@ -25,8 +25,40 @@ import (
 type coordinator struct {
 	replica *Replica
 
-	// weighed is when the coordinator last weighed the shards.
-	weighed time.Time
+	// weighed is when the coordinator last weighed the shards and cost how long that
+	// took; every is the interval to the next weighing, 0 right after a cut (see
+	// weighDue).
+	weighed     time.Time
+	cost, every time.Duration
+}
+
+// firstLook is the interval to the first weighing after a cut, which doubles after
+// every weighing up to --shard-rebalance-period: a cluster whose tenants are being
+// created is looked at more often than a settled one.
+const firstLook = 10 * time.Second
+
+// weighPause bounds the share of the time spent weighing, whose paged list of every
+// pod's metadata costs the apiserver about a second of CPU per 30 000 pods: the next
+// weighing waits at least weighPause times as long as the last one took (5%).
+const weighPause = 20
+
+// weighDue reports whether the coordinator should weigh the shards now.
+func (c *coordinator) weighDue(now time.Time) bool {
+	every := c.every
+	if every == 0 {
+		every = min(firstLook, c.replica.RebalancePeriod)
+	}
+	return now.Sub(c.weighed) >= max(every, weighPause*c.cost)
+}
+
+// weigh weighs the namespaces and schedules the next weighing.
+func (c *coordinator) weigh(ctx context.Context) (map[string]int64, error) {
+	start := c.replica.now()
+	weights, err := c.replica.Weigh(ctx)
+	c.weighed = c.replica.now()
+	c.cost = c.weighed.Sub(start)
+	c.every = min(2*max(c.every, firstLook/2), c.replica.RebalancePeriod)
+	return weights, err
 }
 
 // run campaigns for the base Lease and coordinates while holding it, until ctx is
@@ -55,6 +87,7 @@ func (c *coordinator) run(ctx context.Context) {
 // coordinate runs one step every retry period until ctx is cancelled.
 func (c *coordinator) coordinate(ctx context.Context) error {
 	klog.FromContext(ctx).Info("Coordinating the shards", "shards", c.replica.Shards)
+	c.every = 0
 	ticker := time.NewTicker(c.replica.Timings.RetryPeriod)
 	defer ticker.Stop()
 	for {
@@ -117,6 +150,7 @@ func (c *coordinator) step(ctx context.Context) error {
 			return fmt.Errorf("activating plan epoch %d: %w", next.Number, err)
 		}
 		logger.Info("Activated a shard plan: the shards may be campaigned for", "epoch", next.Number, "plan", next.Plan.String())
+		c.every = 0 // look again soon
 		c.replica.recorder.Eventf(updated, corev1.EventTypeNormal, "ShardPlanActive", "Epoch %d with %d shards is active: %s",
 			next.Number, next.Plan.Shards(), next.Plan.String())
 		return nil
@@ -125,14 +159,13 @@ func (c *coordinator) step(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		return c.propose(ctx, plan, Epoch{Number: c.nextEpochNumber(active, next), Plan: Balanced(weights, r.Shards)},
+		return c.propose(ctx, plan, successor(active, c.nextEpochNumber(active, next), Balanced(weights, r.Shards)),
 			fmt.Sprintf("--shards=%d", r.Shards))
-	case c.replica.now().Sub(c.weighed) >= c.replica.RebalancePeriod:
-		weights, err := c.replica.Weigh(ctx)
+	case c.weighDue(c.replica.now()):
+		weights, err := c.weigh(ctx)
 		if err != nil {
 			return err
 		}
-		c.weighed = c.replica.now()
 		current := Imbalance(active.Plan.Loads(weights))
 		candidate := Balanced(weights, r.Shards)
 		better := Imbalance(candidate.Loads(weights))
@@ -146,10 +179,19 @@ func (c *coordinator) step(ctx context.Context) error {
 				"imbalance", current, "threshold", c.replica.RebalanceThreshold, "balancedImbalance", better)
 			return nil
 		}
-		return c.propose(ctx, plan, Epoch{Number: c.nextEpochNumber(active, next), Plan: candidate},
+		return c.propose(ctx, plan, successor(active, c.nextEpochNumber(active, next), candidate),
 			fmt.Sprintf("imbalance %.2f above the threshold %.2f; the new cut has %.2f", current, c.replica.RebalanceThreshold, better))
 	}
 	return nil
+}
+
+// successor returns the epoch number with plan p after active: with the active ranges
+// that p keeps, or all new when there is no active plan.
+func successor(active *Epoch, number int64, p Plan) Epoch {
+	if active == nil {
+		return Epoch{Number: number, Plan: p}
+	}
+	return active.Next(number, p)
 }
 
 // forgetDeparted deletes the membership Leases of replicas that stopped renewing them
@@ -201,35 +243,42 @@ func (c *coordinator) nextEpochNumber(active, next *Epoch) int64 {
 
 // recreateMissing creates the shard Leases of the active epoch that are missing
 // (deleted by hand), so that their namespaces are served again without waiting for a
-// recut. Such a Lease is created held by the coordinator for a lease duration: the
-// deleted Lease's holder may still work on the shard until its fence closes, and the
-// replicas take a held Lease only once they saw it unchanged for its duration, while
-// the old holder, reading another holder, loses it at once.
+// recut.
 func (c *coordinator) recreateMissing(ctx context.Context, active Epoch) {
 	r := c.replica
 	for shard := range active.Plan.Shards() {
-		name := ShardLeaseName(r.Base, shard)
-		if _, err := r.leases.Get(name); !apierrors.IsNotFound(err) {
+		if _, err := r.leases.Get(ShardLeaseName(r.Base, shard)); !apierrors.IsNotFound(err) {
 			continue
 		}
-		now := metav1.NowMicro()
-		lease := &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.Namespace, Labels: withEpoch(Labels(r.Base, RoleShard), active)},
-			Spec: coordinationv1.LeaseSpec{
-				HolderIdentity:       ptr.To(recreatedHolder),
-				LeaseDurationSeconds: ptr.To(int32(r.Timings.LeaseDuration.Seconds())),
-				AcquireTime:          &now,
-				RenewTime:            &now,
-			},
-		}
-		_, err := r.CoordinatorClient.CoordinationV1().Leases(r.Namespace).Create(ctx, lease, metav1.CreateOptions{})
-		switch {
-		case err == nil:
+		if err := c.createShardLease(ctx, shard, active); err == nil {
 			klog.FromContext(ctx).Info("Recreated a deleted shard Lease; it is free once it expires", "shard", shard, "epoch", active.Number)
-		case !apierrors.IsAlreadyExists(err):
-			klog.FromContext(ctx).Error(err, "Recreating a deleted shard Lease", "shard", shard)
 		}
 	}
+}
+
+// createShardLease creates shard's Lease with epoch's label, held by the coordinator
+// for a lease duration. A shard Lease that is missing may have been deleted under a
+// holder whose fence is still open; the replicas take a held Lease only once they saw
+// it unchanged for its duration, while that holder, reading another holder or no
+// Lease, stops renewing at once. (The simulator found a released one taken while the
+// deleted Lease's holder still worked on the same namespaces.)
+func (c *coordinator) createShardLease(ctx context.Context, shard int, epoch Epoch) error {
+	r := c.replica
+	now := metav1.NowMicro()
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: ShardLeaseName(r.Base, shard), Namespace: r.Namespace, Labels: withEpoch(Labels(r.Base, RoleShard), epoch, shard)},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       ptr.To(recreatedHolder),
+			LeaseDurationSeconds: ptr.To(int32(r.Timings.LeaseDuration.Seconds())),
+			AcquireTime:          &now,
+			RenewTime:            &now,
+		},
+	}
+	_, err := r.CoordinatorClient.CoordinationV1().Leases(r.Namespace).Create(ctx, lease, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		klog.FromContext(ctx).Error(err, "Creating a shard Lease", "shard", shard)
+	}
+	return err
 }
 
 // recreatedHolder holds a recreated shard Lease until it expires.
@@ -247,8 +296,12 @@ func (c *coordinator) propose(ctx context.Context, plan *coordinationv1.Lease, n
 	if err != nil {
 		return fmt.Errorf("proposing plan epoch %d: %w", next.Number, err)
 	}
-	klog.FromContext(ctx).Info("Moving the shard cuts: every shard is handed over", "epoch", next.Number, "plan", next.Plan.String(), "reason", why)
-	c.replica.recorder.Eventf(updated, corev1.EventTypeNormal, "ShardPlanChanging", "Handing every shard over to epoch %d (%s)", next.Number, why)
+	moved := "every shard"
+	if active, _, err := PlanOf(plan); err == nil && active != nil {
+		moved = fmt.Sprintf("the shards whose range moves, %v", active.Moved(next))
+	}
+	klog.FromContext(ctx).Info("Moving the shard cuts: handing over "+moved, "epoch", next.Number, "plan", next.Plan.String(), "reason", why)
+	c.replica.recorder.Eventf(updated, corev1.EventTypeNormal, "ShardPlanChanging", "Handing %s over to epoch %d (%s)", moved, next.Number, why)
 	return nil
 }
 
@@ -268,16 +321,10 @@ func (c *coordinator) handOver(ctx context.Context, next Epoch) bool {
 	for _, a := range actions {
 		switch a.kind {
 		case createShardLease:
-			lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
-				Name: ShardLeaseName(r.Base, a.shard), Namespace: r.Namespace,
-				Labels: withEpoch(Labels(r.Base, RoleShard), next),
-			}}
-			if _, err := leases.Create(ctx, lease, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-				logger.Error(err, "Creating a shard Lease", "shard", a.shard)
-			}
+			_ = c.createShardLease(ctx, a.shard, next)
 		case relabelShardLease:
 			updated := a.lease.DeepCopy()
-			updated.Labels = withEpoch(updated.Labels, next)
+			updated.Labels = withEpoch(updated.Labels, next, a.shard)
 			updated.Spec.HolderIdentity = nil
 			if _, err := leases.Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
 				logger.Info("Relabelling a shard Lease failed; retrying", "shard", a.shard, "err", err)
@@ -291,7 +338,8 @@ func (c *coordinator) handOver(ctx context.Context, next Epoch) bool {
 type coordinatorActionKind int
 
 const (
-	// createShardLease creates a missing shard Lease with the next epoch, released.
+	// createShardLease creates a missing shard Lease with the next epoch, held by the
+	// coordinator for a lease duration (see coordinator.createShardLease).
 	createShardLease coordinatorActionKind = iota
 	// relabelShardLease gives a released or expired shard Lease the next epoch,
 	// conditional on the resourceVersion seen, and releases it.
@@ -305,10 +353,12 @@ type coordinatorAction struct {
 }
 
 // decideHandOver decides one step of the handover to next: every shard Lease of next's
-// plan that is missing is created, and every one that does not carry next's epoch is
-// relabelled once its holder released it or it expired (seen unchanged, at its
-// resourceVersion, for its duration); Leases beyond next's count are relabelled too, so
-// that nobody works on them. done reports that every Lease already carries next.
+// plan that is missing is created, and every one that does not carry next's label for
+// it (its range moved) is relabelled once its holder released it or it expired (seen
+// unchanged, at its resourceVersion, for its duration); Leases beyond next's count are
+// relabelled too, so that nobody works on them. A shard whose range stays already
+// carries its label and is left alone, held. done reports that every Lease carries
+// next's label and none is still held by the coordinator after it created it.
 func decideHandOver(base string, shardLeases []*coordinationv1.Lease, seen map[string]observation, next Epoch, now time.Time) (actions []coordinatorAction, done bool) {
 	byShard := map[int]*coordinationv1.Lease{}
 	for _, l := range shardLeases {
@@ -329,7 +379,11 @@ func decideHandOver(base string, shardLeases []*coordinationv1.Lease, seen map[s
 		case !ok && shard < next.Plan.Shards():
 			actions = append(actions, coordinatorAction{kind: createShardLease, shard: shard})
 			done = false
-		case !ok || l.Labels[LabelEpoch] == next.Label():
+		case ok && l.Labels[LabelEpoch] == next.Label(shard) && holder(l) == recreatedHolder && !expiredAt(l, seen, now):
+			// Created for a missing Lease: the deleted one's holder may still work on
+			// the old range, which overlaps the new ranges of its neighbours.
+			done = false
+		case !ok || l.Labels[LabelEpoch] == next.Label(shard):
 		case !expiredAt(l, seen, now):
 			done = false // its holder is still draining
 		default:
@@ -340,12 +394,12 @@ func decideHandOver(base string, shardLeases []*coordinationv1.Lease, seen map[s
 	return actions, done
 }
 
-func withEpoch(labels map[string]string, e Epoch) map[string]string {
+func withEpoch(labels map[string]string, e Epoch, shard int) map[string]string {
 	out := map[string]string{}
 	for k, v := range labels {
 		out[k] = v
 	}
-	out[LabelEpoch] = e.Label()
+	out[LabelEpoch] = e.Label(shard)
 	return out
 }
 

@@ -30,7 +30,8 @@ type replicaView struct {
 
 // electionView is one of the replica's shard elections.
 type electionView struct {
-	epoch    int64
+	// label is the Epoch.Label of the range the election works for.
+	label    string
 	leading  bool
 	stopping bool
 }
@@ -73,7 +74,9 @@ func expiredAt(l *coordinationv1.Lease, seen map[string]observation, now time.Ti
 }
 
 // decideReplica returns the elections to stop and to start so that the replica holds
-// its fair share of the active plan's shards, and none while a next plan is pending.
+// its fair share of the active plan's shards. While a next plan is pending it stops
+// the elections of the shards whose range the next plan moves, keeps the others, and
+// starts none.
 // It returns errors only for an unreadable plan, which it then ignores.
 func decideReplica(v replicaView, now time.Time) ([]action, error) {
 	var (
@@ -109,11 +112,15 @@ func decideReplica(v replicaView, now time.Time) ([]action, error) {
 		}
 	}
 	shards := sortedShards(v.elections)
-	// A next plan stops every election, with or without an active one (a recreated
-	// plan Lease has only a next one): its shards are handed over to it.
+	// A next plan stops the elections of the shards whose range it moves, with or
+	// without an active plan (a recreated plan Lease has only a next one, whose ranges
+	// are all new): they are handed over to it. A shard whose range stays keeps its
+	// Lease's label, its holder and its workers.
 	if next != nil {
 		for _, shard := range shards {
-			stop(shard, fmt.Sprintf("the plan moves to epoch %d", next.Number))
+			if v.elections[shard].label != next.Label(shard) || shard >= next.Plan.Shards() {
+				stop(shard, fmt.Sprintf("the plan moves to epoch %d, which moves the shard's range", next.Number))
+			}
 		}
 		return actions, planErr
 	}
@@ -121,8 +128,8 @@ func decideReplica(v replicaView, now time.Time) ([]action, error) {
 		return actions, planErr // the coordinator has not cut the namespaces yet
 	}
 	for _, shard := range shards {
-		if e := v.elections[shard]; e.epoch != active.Number {
-			stop(shard, fmt.Sprintf("the shard belongs to epoch %d, the plan is at %d", e.epoch, active.Number))
+		if e := v.elections[shard]; e.label != active.Label(shard) || shard >= active.Plan.Shards() {
+			stop(shard, fmt.Sprintf("the shard's range is epoch %s's, the plan at epoch %d gives it epoch %s's", e.label, active.Number, active.Label(shard)))
 		}
 	}
 
@@ -162,7 +169,7 @@ func decideReplica(v replicaView, now time.Time) ([]action, error) {
 	for k := 0; k < count && wanted > 0; k++ {
 		shard := (offset + k) % count
 		l := byName[ShardLeaseName(v.base, shard)]
-		if _, ours := v.elections[shard]; ours || l == nil || l.Labels[LabelEpoch] != active.Label() {
+		if _, ours := v.elections[shard]; ours || l == nil || l.Labels[LabelEpoch] != active.Label(shard) {
 			continue
 		}
 		other := holder(l) != "" && holder(l) != v.identity

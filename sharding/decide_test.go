@@ -13,9 +13,11 @@ func TestReplicaDecisions(t *testing.T) {
 	now := time.Now()
 	e2 := Epoch{Number: 2, Plan: Equal(3)}
 	e3 := Epoch{Number: 3, Plan: Equal(3)}
+	// e3kept moves only the cut between shards 1 and 2: shard 0 keeps epoch 2's range.
+	e3kept := e2.Next(3, Plan{Cuts: []uint64{e2.Plan.Cuts[0], e2.Plan.Cuts[1] + 1}})
 	member := func(id string) *coordinationv1.Lease { return lease(MemberLeaseName(testBase, id), RoleMember, "", id) }
 	shard := func(i int, epoch Epoch, holder string) *coordinationv1.Lease {
-		return lease(ShardLeaseName(testBase, i), RoleShard, epoch.Label(), holder)
+		return lease(ShardLeaseName(testBase, i), RoleShard, epoch.Label(i), holder)
 	}
 	renewed := func(l *coordinationv1.Lease) *coordinationv1.Lease { l.ResourceVersion = "2"; return l }
 	// Every Lease was seen at resourceVersion 1, recent ones 1s ago and old ones a minute ago.
@@ -50,13 +52,23 @@ func TestReplicaDecisions(t *testing.T) {
 	}, {
 		name:      "a next plan without an active one stops every election",
 		leases:    []*coordinationv1.Lease{planLease(nil, &e3), member("me")},
-		elections: map[int]electionView{0: {epoch: 2, leading: true}, 2: {epoch: 2}},
+		elections: map[int]electionView{0: {label: "2", leading: true}, 2: {label: "2"}},
 		want:      []string{"stop 0", "stop 2"},
 	}, {
 		name:      "a next plan stops the elections of the active one",
 		leases:    []*coordinationv1.Lease{planLease(&e2, &e3), member("me")},
-		elections: map[int]electionView{1: {epoch: 2, leading: true}},
+		elections: map[int]electionView{1: {label: "2", leading: true}},
 		want:      []string{"stop 1"},
+	}, {
+		name:      "a next plan that moves only the cut between shards 1 and 2 stops only their elections",
+		leases:    []*coordinationv1.Lease{planLease(&e2, &e3kept), member("me")},
+		elections: map[int]electionView{0: {label: "2", leading: true}, 1: {label: "2", leading: true}, 2: {label: "2"}},
+		want:      []string{"stop 1", "stop 2"},
+	}, {
+		name:      "once the next plan is active, the kept shard's election goes on under its old label",
+		leases:    []*coordinationv1.Lease{planLease(&e3kept, nil), member("me"), shard(0, e3kept, "me"), shard(1, e3kept, ""), shard(2, e3kept, "")},
+		elections: map[int]electionView{0: {label: "2", leading: true}},
+		want:      []string{"campaign 1", "campaign 2"},
 	}, {
 		name:   "alone, a replica campaigns for every free shard of the active epoch",
 		leases: []*coordinationv1.Lease{planLease(&e2, nil), member("me"), shard(0, e2, ""), shard(1, e2, ""), shard(2, e2, "")},
@@ -68,13 +80,13 @@ func TestReplicaDecisions(t *testing.T) {
 	}, {
 		name:      "an election of an older epoch stops",
 		leases:    []*coordinationv1.Lease{planLease(&e3, nil), member("me"), shard(0, e3, "me")},
-		elections: map[int]electionView{0: {epoch: 2, leading: true}},
+		elections: map[int]electionView{0: {label: "2", leading: true}},
 		want:      []string{"stop 0"},
 	}, {
 		name:      "above the fair share the highest held shard is handed over, one at a time",
 		leases:    append([]*coordinationv1.Lease{planLease(&e2, nil), shard(0, e2, "me"), shard(1, e2, "me"), shard(2, e2, "c")}, three...),
 		seen:      seenAt(time.Second, three...),
-		elections: map[int]electionView{0: {epoch: 2, leading: true}, 1: {epoch: 2, leading: true}},
+		elections: map[int]electionView{0: {label: "2", leading: true}, 1: {label: "2", leading: true}},
 		want:      []string{"stop 1"},
 	}, {
 		name:   "a shard another replica renewed recently is left to it",
@@ -96,7 +108,7 @@ func TestReplicaDecisions(t *testing.T) {
 		name:      "a campaign for a shard another replica holds stops",
 		leases:    append([]*coordinationv1.Lease{planLease(&e2, nil), shard(0, e2, "b"), shard(1, e2, "c"), shard(2, e2, "")}, three...),
 		seen:      seenAt(time.Second, append(three, shard(0, e2, "b"), shard(1, e2, "c"))...),
-		elections: map[int]electionView{0: {epoch: 2}},
+		elections: map[int]electionView{0: {label: "2"}},
 		want:      []string{"campaign 2", "stop 0"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -137,8 +149,9 @@ func TestHandOverDecisions(t *testing.T) {
 	now := time.Now()
 	e2 := Epoch{Number: 2, Plan: Equal(3)}
 	e3 := Epoch{Number: 3, Plan: Equal(2)}
+	e3kept := e2.Next(3, Plan{Cuts: []uint64{e2.Plan.Cuts[0], e2.Plan.Cuts[1] + 1}})
 	shard := func(i int, epoch Epoch, holder string) *coordinationv1.Lease {
-		return lease(ShardLeaseName(testBase, i), RoleShard, epoch.Label(), holder)
+		return lease(ShardLeaseName(testBase, i), RoleShard, epoch.Label(i), holder)
 	}
 	seen := func(ago time.Duration, rv string, leases ...*coordinationv1.Lease) map[string]observation {
 		out := map[string]observation{}
@@ -151,6 +164,7 @@ func TestHandOverDecisions(t *testing.T) {
 		name     string
 		leases   []*coordinationv1.Lease
 		seen     map[string]observation
+		next     *Epoch // e3 when nil
 		want     []string
 		wantDone bool
 	}{{
@@ -172,12 +186,37 @@ func TestHandOverDecisions(t *testing.T) {
 		leases: []*coordinationv1.Lease{shard(0, e3, ""), shard(1, e2, "b")},
 		seen:   seen(time.Minute, "0", shard(1, e2, "b")),
 	}, {
+		name:     "a held Lease whose range the next plan keeps is left alone",
+		leases:   []*coordinationv1.Lease{shard(0, e3kept, "a"), shard(1, e3kept, ""), shard(2, e3kept, "b")},
+		next:     &e3kept,
+		seen:     seen(time.Second, "1", shard(0, e3kept, "a")),
+		wantDone: true,
+	}, {
+		name:   "a held Lease whose range the next plan moves is waited for",
+		leases: []*coordinationv1.Lease{shard(0, e2, "a"), shard(1, e2, "b"), shard(2, e2, "")},
+		next:   &e3kept,
+		seen:   seen(time.Second, "1", shard(0, e2, "a"), shard(1, e2, "b")),
+		want:   []string{"relabel 2"},
+	}, {
+		name:   "a Lease the coordinator created for a deleted one is waited for until it expires",
+		leases: []*coordinationv1.Lease{shard(0, e3, recreatedHolder), shard(1, e3, "")},
+		seen:   seen(time.Second, "1", shard(0, e3, recreatedHolder)),
+	}, {
+		name:     "a Lease the coordinator created for a deleted one counts once it expired",
+		leases:   []*coordinationv1.Lease{shard(0, e3, recreatedHolder), shard(1, e3, "")},
+		seen:     seen(time.Minute, "1", shard(0, e3, recreatedHolder)),
+		wantDone: true,
+	}, {
 		name:   "a Lease above a gap and beyond the next plan is relabelled",
 		leases: []*coordinationv1.Lease{shard(0, e3, ""), shard(1, e3, ""), shard(3, e2, "")},
 		want:   []string{"relabel 3"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			actions, done := decideHandOver(testBase, tc.leases, tc.seen, e3, now)
+			next := e3
+			if tc.next != nil {
+				next = *tc.next
+			}
+			actions, done := decideHandOver(testBase, tc.leases, tc.seen, next, now)
 			var got []string
 			for _, a := range actions {
 				verb := map[coordinatorActionKind]string{createShardLease: "create", relabelShardLease: "relabel"}[a.kind]

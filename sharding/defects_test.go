@@ -119,18 +119,18 @@ func TestALeaseWithAnotherResourceVersionThanObservedIsFreshNotExpired(t *testin
 func TestTheHandoverDoesNotRelabelAShardLeaseRenewedSinceItWasObserved(t *testing.T) {
 	active := Epoch{Number: 2, Plan: Equal(2)}
 	next := Epoch{Number: 3, Plan: Equal(2)}
-	old := lease(ShardLeaseName(testBase, 1), RoleShard, active.Label(), "d")
-	r, client := testReplica(t, 2, planLease(&active, &next), lease(ShardLeaseName(testBase, 0), RoleShard, next.Label(), ""), old)
+	old := lease(ShardLeaseName(testBase, 1), RoleShard, active.Label(1), "d")
+	r, client := testReplica(t, 2, planLease(&active, &next), lease(ShardLeaseName(testBase, 0), RoleShard, next.Label(0), ""), old)
 	r.seen.observe([]*coordinationv1.Lease{old}, time.Now().Add(-time.Minute)) // D died a minute ago
 	acquired := old.DeepCopy()
 	acquired.ResourceVersion, acquired.Spec.HolderIdentity = "2", ptr.To("b")
-	acquired.Labels[LabelEpoch] = active.Label()
+	acquired.Labels[LabelEpoch] = active.Label(1)
 	indexerUpdate(t, r, acquired)
 	if _, err := client.CoordinationV1().Leases(testNamespace).Update(context.Background(), acquired, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	r.coordinator.handOver(context.Background(), next)
-	if got := getLease(t, client, old.Name); holder(got) != "b" || got.Labels[LabelEpoch] != active.Label() {
+	if got := getLease(t, client, old.Name); holder(got) != "b" || got.Labels[LabelEpoch] != active.Label(1) {
 		t.Errorf("the handover took shard 1 from b, who had just acquired it: holder %q, epoch %s", holder(got), got.Labels[LabelEpoch])
 	}
 }
@@ -170,9 +170,9 @@ func indexerUpdate(t *testing.T, r *Replica, l *coordinationv1.Lease) {
 func TestARecreatedPlanNeverRepeatsAnEpoch(t *testing.T) {
 	e2 := Epoch{Number: 2, Plan: Equal(3)}
 	r, client := testReplica(t, 3,
-		lease(ShardLeaseName(testBase, 0), RoleShard, e2.Label(), "a"),
-		lease(ShardLeaseName(testBase, 1), RoleShard, e2.Label(), "b"),
-		lease(ShardLeaseName(testBase, 2), RoleShard, e2.Label(), ""))
+		lease(ShardLeaseName(testBase, 0), RoleShard, e2.Label(0), "a"),
+		lease(ShardLeaseName(testBase, 1), RoleShard, e2.Label(1), "b"),
+		lease(ShardLeaseName(testBase, 2), RoleShard, e2.Label(2), ""))
 	if err := r.coordinator.step(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -183,9 +183,9 @@ func TestARecreatedPlanNeverRepeatsAnEpoch(t *testing.T) {
 	if active != nil || next == nil {
 		t.Fatalf("the recreated plan has active %v, next %v; want only a next one", active, next)
 	}
-	if next.Number <= 2 || next.Label() == e2.Label() {
+	if next.Number <= 2 || next.Label(0) == e2.Label(0) {
 		t.Errorf("the recreated plan is epoch %d (label %s) while the shard Leases carry %s: epochs must never repeat",
-			next.Number, next.Label(), e2.Label())
+			next.Number, next.Label(0), e2.Label(0))
 	}
 }
 
@@ -195,7 +195,7 @@ func TestANextPlanStopsEveryElectionEvenWithoutAnActiveOne(t *testing.T) {
 	next := Epoch{Number: 3, Plan: Equal(2)}
 	r, _ := testReplica(t, 2, planLease(nil, &next), lease(ShardLeaseName(testBase, 0), RoleShard, "2", "me"))
 	stopped := false
-	r.elections[0] = &shardElection{epoch: 2, cancel: func() { stopped = true }, done: make(chan struct{})}
+	r.elections[0] = &shardElection{label: "2", cancel: func() { stopped = true }, done: make(chan struct{})}
 	r.elections[0].leading.Store(true)
 	r.reconcile(klog.NewContext(context.Background(), klog.Background()))
 	if !stopped {
@@ -223,12 +223,12 @@ func TestTheHandoverRelabelsTheHighestShardLeaseAcrossAGap(t *testing.T) {
 	active := Epoch{Number: 2, Plan: Equal(4)}
 	next := Epoch{Number: 3, Plan: Equal(2)}
 	r, client := testReplica(t, 2, planLease(&active, &next),
-		lease(ShardLeaseName(testBase, 0), RoleShard, active.Label(), ""),
-		lease(ShardLeaseName(testBase, 1), RoleShard, active.Label(), ""),
-		lease(ShardLeaseName(testBase, 3), RoleShard, active.Label(), ""))
+		lease(ShardLeaseName(testBase, 0), RoleShard, active.Label(0), ""),
+		lease(ShardLeaseName(testBase, 1), RoleShard, active.Label(1), ""),
+		lease(ShardLeaseName(testBase, 3), RoleShard, active.Label(3), ""))
 	r.coordinator.handOver(context.Background(), next)
-	if got := getLease(t, client, ShardLeaseName(testBase, 3)); got.Labels[LabelEpoch] != next.Label() {
-		t.Errorf("shard Lease 3 still carries epoch %s after the handover to %s", got.Labels[LabelEpoch], next.Label())
+	if got := getLease(t, client, ShardLeaseName(testBase, 3)); got.Labels[LabelEpoch] != next.Label(3) {
+		t.Errorf("shard Lease 3 still carries epoch %s after the handover to %s", got.Labels[LabelEpoch], next.Label(3))
 	}
 }
 
@@ -238,8 +238,8 @@ func TestTheHandoverRelabelsTheHighestShardLeaseAcrossAGap(t *testing.T) {
 func TestADeletedShardLeaseIsRecreatedAtOnceAndHeldForALeaseDuration(t *testing.T) {
 	active := Epoch{Number: 2, Plan: Equal(3)}
 	r, client := testReplica(t, 3, planLease(&active, nil),
-		lease(ShardLeaseName(testBase, 0), RoleShard, active.Label(), "a"),
-		lease(ShardLeaseName(testBase, 2), RoleShard, active.Label(), "b"))
+		lease(ShardLeaseName(testBase, 0), RoleShard, active.Label(0), "a"),
+		lease(ShardLeaseName(testBase, 2), RoleShard, active.Label(2), "b"))
 	if err := r.coordinator.step(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -247,9 +247,9 @@ func TestADeletedShardLeaseIsRecreatedAtOnceAndHeldForALeaseDuration(t *testing.
 	if err != nil {
 		t.Fatalf("shard Lease 1 was not recreated: %v", err)
 	}
-	if got.Labels[LabelEpoch] != active.Label() || holder(got) == "" {
+	if got.Labels[LabelEpoch] != active.Label(1) || holder(got) == "" {
 		t.Errorf("shard Lease 1 was recreated with epoch %q and holder %q; want the active epoch %s, held",
-			got.Labels[LabelEpoch], holder(got), active.Label())
+			got.Labels[LabelEpoch], holder(got), active.Label(1))
 	}
 }
 

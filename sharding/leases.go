@@ -22,7 +22,7 @@ import (
 //   - <base>-plan: holds nobody; its annotations carry the active plan and, during a
 //     handover, the next one.
 //   - <base>-<i>: shard i, held by the replica that works on it. Its LabelEpoch names
-//     the plan under which it may be held.
+//     the epoch that gave the shard the range it may be held for (Epoch.Label).
 //   - <base>-member-<hash of identity>: one per live replica, renewed like a Lease, so
 //     that every replica knows how many share the shards.
 const (
@@ -63,34 +63,111 @@ func ShardOf(base, leaseName string) (int, bool) {
 	return i, err == nil && i >= 0 && strconv.Itoa(i) == rest
 }
 
-// Epoch is a plan with its number. Epochs only grow: a shard Lease labelled with an
-// epoch may only be held to work on that epoch's ranges.
+// Epoch is a plan with its number. Epochs only grow, and never repeat. A shard keeps
+// its range from one epoch to the next unless the new cuts move one of its bounds:
+// Since records, per shard, the epoch that gave the shard its range, and the shard's
+// Lease carries that number (Label) for as long as the range holds. A recut therefore
+// hands over only the shards whose range changed; the others keep their holder, their
+// Lease and their running workers. A shard Lease labelled k may only be held to work
+// on shard's range in epoch k, which names one range for good because epochs never
+// repeat.
 type Epoch struct {
 	Number int64
 	Plan   Plan
+	// Since holds, per shard, the number of the epoch whose cuts gave the shard its
+	// range (at most Number). Nil means every range is new in this epoch.
+	Since []int64
 }
 
-// String returns "<number>/<plan>", the form ParseEpoch reads.
-func (e Epoch) String() string { return strconv.FormatInt(e.Number, 10) + "/" + e.Plan.String() }
+// Label returns the value of LabelEpoch that shard's Lease carries while it may be
+// held under this epoch: the epoch since which the shard has its range. A shard
+// beyond the plan's count gets Number, which no election of any range works under.
+func (e Epoch) Label(shard int) string {
+	return strconv.FormatInt(e.since(shard), 10)
+}
 
-// Label returns the epoch as the value of LabelEpoch.
-func (e Epoch) Label() string { return strconv.FormatInt(e.Number, 10) }
+func (e Epoch) since(shard int) int64 {
+	if shard < len(e.Since) && shard < e.Plan.Shards() {
+		return e.Since[shard]
+	}
+	return e.Number
+}
+
+// Next returns the epoch number with plan p that follows e: the shards whose bounds
+// p keeps keep their Since, the others get number.
+func (e Epoch) Next(number int64, p Plan) Epoch {
+	next := Epoch{Number: number, Plan: p, Since: make([]int64, p.Shards())}
+	for shard := range next.Since {
+		next.Since[shard] = number
+		if shard < e.Plan.Shards() && sameBounds(e.Plan, p, shard) {
+			next.Since[shard] = e.since(shard)
+		}
+	}
+	return next
+}
+
+// Moved returns the shards of e whose range next changes, in order: those whose
+// elections a handover from e to next stops.
+func (e Epoch) Moved(next Epoch) []int {
+	var moved []int
+	for shard := range e.Plan.Shards() {
+		if e.Label(shard) != next.Label(shard) || shard >= next.Plan.Shards() {
+			moved = append(moved, shard)
+		}
+	}
+	return moved
+}
+
+func sameBounds(a, b Plan, shard int) bool {
+	as, ae := a.Bounds(shard)
+	bs, be := b.Bounds(shard)
+	return as == bs && ae == be
+}
+
+// String returns "<number>/<plan>", with "/<since of each shard>" when a shard kept its
+// range from an earlier epoch: the form ParseEpoch reads.
+func (e Epoch) String() string {
+	s := strconv.FormatInt(e.Number, 10) + "/" + e.Plan.String()
+	kept := false
+	parts := make([]string, e.Plan.Shards())
+	for shard := range parts {
+		parts[shard] = e.Label(shard)
+		kept = kept || e.since(shard) != e.Number
+	}
+	if kept {
+		s += "/" + strings.Join(parts, ",")
+	}
+	return s
+}
 
 // ParseEpoch reads what Epoch.String wrote.
 func ParseEpoch(s string) (Epoch, error) {
-	number, plan, ok := strings.Cut(s, "/")
-	if !ok {
-		return Epoch{}, fmt.Errorf("shard plan %q: want <epoch>/<cuts>", s)
+	parts := strings.Split(s, "/")
+	if len(parts) < 2 || len(parts) > 3 {
+		return Epoch{}, fmt.Errorf("shard plan %q: want <epoch>/<cuts> or <epoch>/<cuts>/<since per shard>", s)
 	}
-	n, err := strconv.ParseInt(number, 10, 64)
+	n, err := strconv.ParseInt(parts[0], 10, 64)
 	if err != nil || n < 1 {
-		return Epoch{}, fmt.Errorf("shard plan %q: the epoch %q is not a positive number", s, number)
+		return Epoch{}, fmt.Errorf("shard plan %q: the epoch %q is not a positive number", s, parts[0])
 	}
-	p, err := Parse(plan)
+	p, err := Parse(parts[1])
 	if err != nil {
 		return Epoch{}, err
 	}
-	return Epoch{Number: n, Plan: p}, nil
+	e := Epoch{Number: n, Plan: p}
+	if len(parts) == 3 {
+		for _, part := range strings.Split(parts[2], ",") {
+			since, err := strconv.ParseInt(part, 10, 64)
+			if err != nil || since < 1 || since > n {
+				return Epoch{}, fmt.Errorf("shard plan %q: %q is not an epoch number from 1 to %d", s, part, n)
+			}
+			e.Since = append(e.Since, since)
+		}
+		if len(e.Since) != p.Shards() {
+			return Epoch{}, fmt.Errorf("shard plan %q: %d epochs for %d shards", s, len(e.Since), p.Shards())
+		}
+	}
+	return e, nil
 }
 
 // PlanOf reads the active and the next epoch from the plan Lease; either is nil when
@@ -124,15 +201,15 @@ func Labels(base, role string) map[string]string {
 var ErrOtherEpoch = errors.New("the shard Lease belongs to another plan epoch")
 
 // GuardEpoch wraps the Lease client of one shard's election so that it only ever writes
-// the shard Lease while that Lease is labelled with epoch: client-go's election reads
-// the Lease and then writes it with the resourceVersion it read, so refusing the write
-// when the read showed another epoch makes "this Lease still belongs to my epoch" and
-// "I hold it" one atomic step. A replica that missed a new plan can therefore never
-// take a shard whose range moved, and the coordinator's relabelling of a released
-// Lease wins over any holder of the old epoch. It never creates a shard Lease: the
-// coordinator does, with its epoch.
-func GuardEpoch(leases coordinationv1client.LeasesGetter, namespace string, epoch Epoch) coordinationv1client.LeasesGetter {
-	return guardedLeases{&epochGuard{LeaseInterface: leases.Leases(namespace), namespace: namespace, epoch: epoch.Label()}}
+// the shard Lease while that Lease carries label (the Epoch.Label of the shard's range
+// the election works for): client-go's election reads the Lease and then writes it
+// with the resourceVersion it read, so refusing the write when the read showed another
+// label makes "this Lease still belongs to my range" and "I hold it" one atomic step.
+// A replica that missed a new plan can therefore never take a shard whose range moved,
+// and the coordinator's relabelling of a released Lease wins over any holder of the
+// old range. It never creates a shard Lease: the coordinator does, with its label.
+func GuardEpoch(leases coordinationv1client.LeasesGetter, namespace, label string) coordinationv1client.LeasesGetter {
+	return guardedLeases{&epochGuard{LeaseInterface: leases.Leases(namespace), namespace: namespace, epoch: label}}
 }
 
 // guardedLeases hands out the guard for the election's namespace, the only one its

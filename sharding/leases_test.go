@@ -2,6 +2,8 @@ package sharding
 
 import (
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -18,6 +20,41 @@ func TestEpochStringRoundTripsAndBadPlansAreRejected(t *testing.T) {
 		t.Fatalf("ParseEpoch(%q) = %v, %v", e.String(), got, err)
 	}
 	for _, bad := range []string{"", "3", "0/", "-1/", "x/0x01", "2/0x02,0x01", "2/12"} {
+		if _, err := ParseEpoch(bad); err == nil {
+			t.Errorf("ParseEpoch(%q) succeeded, want an error", bad)
+		}
+	}
+}
+
+// A recut that moves one cut keeps the Since of the shards whose bounds stay, and the
+// plan Lease carries it.
+func TestANextEpochKeepsTheRangesItDoesNotMove(t *testing.T) {
+	e2 := Epoch{Number: 2, Plan: Equal(4)}
+	moved := Plan{Cuts: []uint64{e2.Plan.Cuts[0], e2.Plan.Cuts[1] + 7, e2.Plan.Cuts[2]}}
+	e3 := e2.Next(3, moved)
+	if got, want := []string{e3.Label(0), e3.Label(1), e3.Label(2), e3.Label(3)}, []string{"2", "3", "3", "2"}; !slices.Equal(got, want) {
+		t.Errorf("labels after moving the cut between shards 1 and 2 = %v, want %v", got, want)
+	}
+	if got := e2.Moved(e3); !slices.Equal(got, []int{1, 2}) {
+		t.Errorf("Moved = %v, want [1 2]", got)
+	}
+	e4 := e3.Next(4, Equal(3))
+	if got := e3.Moved(e4); !slices.Equal(got, []int{0, 1, 2, 3}) {
+		t.Errorf("Moved to 3 equal shards = %v, want every shard", got)
+	}
+	if got := e4.Label(5); got != "4" {
+		t.Errorf("a shard beyond the plan is labelled %s, want the epoch's number 4", got)
+	}
+	for _, e := range []Epoch{e2, e3, e4} {
+		got, err := ParseEpoch(e.String())
+		if err != nil || got.String() != e.String() {
+			t.Errorf("ParseEpoch(%q) = %v, %v", e.String(), got, err)
+		}
+	}
+	if s := e3.String(); !strings.HasSuffix(s, "/2,3,3,2") {
+		t.Errorf("epoch 3 is written %q, want the since of each shard at the end", s)
+	}
+	for _, bad := range []string{"3/" + moved.String() + "/2,3,3", "3/" + moved.String() + "/2,4,3,2", "3/" + moved.String() + "/0,3,3,2", "3/" + moved.String() + "/a,3,3,2"} {
 		if _, err := ParseEpoch(bad); err == nil {
 			t.Errorf("ParseEpoch(%q) succeeded, want an error", bad)
 		}
@@ -54,7 +91,7 @@ func TestGuardedLeasesWriteOnlyALeaseOfTheirEpochAsTheyReadIt(t *testing.T) {
 	ctx := t.Context()
 	epoch2 := Epoch{Number: 2}
 	client := fake.NewClientset(shardLease("2", ""))
-	leases := GuardEpoch(client.CoordinationV1(), "kube-system", epoch2).Leases("kube-system")
+	leases := GuardEpoch(client.CoordinationV1(), "kube-system", epoch2.Label(0)).Leases("kube-system")
 
 	if _, err := leases.Update(ctx, shardLease("2", "me"), metav1.UpdateOptions{}); !errors.Is(err, ErrOtherEpoch) {
 		t.Errorf("an update without a read = %v, want ErrOtherEpoch", err)

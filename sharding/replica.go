@@ -48,12 +48,13 @@ import (
 //     over once their Leases expire.
 //   - One replica, the holder of the base Lease, coordinates (coordinator): it
 //     cuts the namespaces where they are and moves the cuts when the shards grew
-//     unbalanced. A new cut is an epoch: every holder drains and releases its shards,
-//     the coordinator relabels each released (or expired) shard Lease with the new
-//     epoch, and only once all are relabelled does the new epoch become active and
-//     may be campaigned for. A shard Lease is only ever written by an election of its
-//     own epoch (GuardEpoch), so no two replicas ever work on overlapping
-//     ranges, old or new.
+//     unbalanced. A new cut is an epoch: the holders of the shards whose range it
+//     moves drain and release them, the coordinator relabels each released (or
+//     expired) one with the new epoch, and only once all are relabelled does the new
+//     epoch become active and may be campaigned for. A shard whose range stays keeps
+//     its Lease, label and holder, and its workers never stop (Epoch.Since). A shard
+//     Lease is only ever written by an election of the range its label names
+//     (GuardEpoch), so no two replicas ever work on overlapping ranges, old or new.
 //
 // A shard that is lost (not renewed in time, or seen in another replica's hands) costs
 // that shard only: its fence closes at once, its controllers drain and its informers
@@ -141,7 +142,7 @@ type Config struct {
 
 // Term is one shard's term, as handed to Config.Term.
 type Term struct {
-	// Shard and Epoch name the shard Lease held and the plan it belongs to.
+	// Shard and Epoch name the shard Lease held and the epoch that gave it its range.
 	Shard int
 	Epoch int64
 	// Selector is the shard's range; Informers restricts a term's informers to it.
@@ -153,7 +154,8 @@ type Term struct {
 
 // shardElection is one shard's leaderelection.Run.
 type shardElection struct {
-	epoch   int64
+	// label is the Epoch.Label of the shard's range under which it was started.
+	label   string
 	cancel  context.CancelFunc
 	done    chan struct{}
 	leading atomic.Bool
@@ -258,7 +260,7 @@ func (r *Replica) reconcile(ctx context.Context) {
 		case <-e.done:
 			delete(r.elections, shard)
 		default:
-			view.elections[shard] = electionView{epoch: e.epoch, leading: e.leading.Load(), stopping: e.stopping}
+			view.elections[shard] = electionView{label: e.label, leading: e.leading.Load(), stopping: e.stopping}
 		}
 	}
 	actions, err := decideReplica(view, now)
@@ -283,21 +285,22 @@ func (r *Replica) reconcile(ctx context.Context) {
 // election first releases it (see breakExpired).
 func (r *Replica) campaign(ctx context.Context, shard int, epoch Epoch, expired *coordinationv1.Lease) {
 	electionCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	e := &shardElection{epoch: epoch.Number, cancel: cancel, done: make(chan struct{})}
+	label := epoch.Label(shard)
+	e := &shardElection{label: label, cancel: cancel, done: make(chan struct{})}
 	r.elections[shard] = e
 	name := ShardLeaseName(r.Base, shard)
 	selector := epoch.Plan.Selector(shard)
-	logger := klog.LoggerWithValues(klog.FromContext(ctx), "shard", shard, "epoch", epoch.Number)
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "shard", shard, "epoch", label)
 	r.running.Go(func() {
 		defer close(e.done)
 		defer cancel()
 		if expired != nil {
-			r.breakExpired(electionCtx, expired, epoch)
+			r.breakExpired(electionCtx, expired, label)
 		}
 		fence := leaderelection.NewFence(r.Namespace+"/"+name, r.Timings.LeaseDuration, nil)
 		err := leaderelection.Run(klog.NewContext(electionCtx, logger), leaderelection.Config{
 			Client:            r.Client,
-			Leases:            GuardEpoch(r.Client.CoordinationV1(), r.Namespace, epoch),
+			Leases:            GuardEpoch(r.Client.CoordinationV1(), r.Namespace, label),
 			Namespace:         r.Namespace,
 			Name:              name,
 			Identity:          r.Identity,
@@ -312,7 +315,7 @@ func (r *Replica) campaign(ctx context.Context, shard int, epoch Epoch, expired 
 			e.leading.Store(true)
 			defer e.leading.Store(false)
 			klog.FromContext(ctx).Info("Working on a shard", "selector", selector.String())
-			return r.Term(ctx, Term{Shard: shard, Epoch: epoch.Number, Selector: selector, Fence: fence,
+			return r.Term(ctx, Term{Shard: shard, Epoch: epoch.since(shard), Selector: selector, Fence: fence,
 				Informers: &Informers{selector: selector.String(), filter: rangeFilter{selector: selector, report: &r.outOfRange},
 					cluster: r.Cluster, clusterStop: r.clusterStop}})
 		})
@@ -374,9 +377,9 @@ func (r *Replica) checkServerFilters(ctx context.Context) error {
 // for the lease duration by the observer's clock), applied once by the observer that
 // decided to campaign: the election itself would only start observing now and wait a
 // whole lease duration more before taking the Lease.
-func (r *Replica) breakExpired(ctx context.Context, expired *coordinationv1.Lease, epoch Epoch) {
+func (r *Replica) breakExpired(ctx context.Context, expired *coordinationv1.Lease, label string) {
 	logger := klog.FromContext(ctx)
-	if expired.Labels[LabelEpoch] != epoch.Label() {
+	if expired.Labels[LabelEpoch] != label {
 		return
 	}
 	released := expired.DeepCopy()
@@ -423,11 +426,11 @@ func (r *Replica) Status() string {
 	var held, campaigning []string
 	for shard, e := range r.elections {
 		switch {
-		case e.leading.Load() && active != nil && e.epoch == active.Number:
+		case e.leading.Load() && active != nil && e.label == active.Label(shard) && shard < active.Plan.Shards():
 			start, end := active.Plan.Bounds(shard)
 			held = append(held, fmt.Sprintf("%d [%s, %s)", shard, start, end))
 		case e.leading.Load():
-			held = append(held, fmt.Sprintf("%d (epoch %d, handing over)", shard, e.epoch))
+			held = append(held, fmt.Sprintf("%d (epoch %s, handing over)", shard, e.label))
 		default:
 			campaigning = append(campaigning, strconv.Itoa(shard))
 		}

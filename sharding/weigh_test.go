@@ -2,8 +2,10 @@ package sharding
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -64,4 +66,50 @@ func (p *pagedPods) List(_ context.Context, opts metav1.ListOptions) (*metav1.Pa
 		list.Continue = strconv.Itoa(end)
 	}
 	return list, nil
+}
+
+// The coordinator looks at a freshly cut cluster often, then every
+// --shard-rebalance-period, and never spends more than 1/weighPause of its time
+// weighing, however many pods there are.
+func TestTheCoordinatorWeighsOftenAfterACutThenEveryPeriodAndNeverMostOfTheTime(t *testing.T) {
+	r, _ := testReplica(t, 3)
+	r.RebalancePeriod = 30 * time.Second
+	start := time.Now()
+	now := start
+	r.now = func() time.Time { return now }
+	cost := time.Duration(0)
+	r.Weigh = func(context.Context) (map[string]int64, error) {
+		now = now.Add(cost)
+		return map[string]int64{}, nil
+	}
+	c := r.coordinator
+	c.weighed, c.every = time.Time{}, 0
+	// weighings returns the seconds, from 0, at which the coordinator weighs within d.
+	weighings := func(d time.Duration) []int {
+		var at []int
+		for end := now.Add(d); now.Before(end); now = now.Add(time.Second) {
+			if c.weighDue(now) {
+				at = append(at, int(now.Sub(start).Seconds()))
+				if _, err := c.weigh(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		return at
+	}
+	if got, want := weighings(2*time.Minute), []int{0, 10, 30, 60, 90}; !slices.Equal(got, want) {
+		t.Errorf("weighings after the coordinator started at %v s, want %v", got, want)
+	}
+	c.every = 0 // a cut was activated at 120 s
+	if got, want := weighings(time.Minute+time.Second), []int{120, 130, 150, 180}; !slices.Equal(got, want) {
+		t.Errorf("weighings after a cut at %v s, want %v", got, want)
+	}
+	// A weighing that takes 3 s (about 90 000 pods) is done at most once a minute.
+	cost = 3 * time.Second
+	got := weighings(3 * time.Minute)
+	for i := 1; i < len(got); i++ {
+		if gap := got[i] - got[i-1]; gap < weighPause*3 {
+			t.Errorf("weighings of 3 s at %v s: %d s apart, want at least %d", got, gap, weighPause*3)
+		}
+	}
 }

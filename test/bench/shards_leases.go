@@ -94,8 +94,8 @@ func (t *leaseTimeline) observe(lister coordinationlisters.LeaseLister) {
 		switch {
 		case l == nil:
 			t.settledErr = fmt.Errorf("shard %d has no Lease", i)
-		case l.Labels[sharding.LabelEpoch] != active.Label():
-			t.settledErr = fmt.Errorf("shard %d's Lease belongs to epoch %s, the plan is at %d", i, l.Labels[sharding.LabelEpoch], active.Number)
+		case l.Labels[sharding.LabelEpoch] != active.Label(i):
+			t.settledErr = fmt.Errorf("shard %d's Lease carries epoch %s, the plan at %d gives it %s", i, l.Labels[sharding.LabelEpoch], active.Number, active.Label(i))
 		case ptr.Deref(l.Spec.HolderIdentity, "") == "":
 			t.settledErr = fmt.Errorf("shard %d is not held", i)
 		}

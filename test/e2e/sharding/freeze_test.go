@@ -22,7 +22,7 @@ func TestAFrozenShardHolderWritesNothingOnceItsShardsAreTakenOverThenRejoins(t *
 	f := framework.New(t)
 	tenants := createTenants(t, f, 9, 2)
 	const shardsHere = 3
-	replicas := f.StartReplicas(3, shardedArgs(shardsHere, "--shard-rebalance-period=2s"))
+	replicas := f.StartReplicas(3, shardedArgs(shardsHere))
 	waitForPods(t, f, tenants, 2)
 	// The first cut was made before the tenants had pods; wait for the one that
 	// follows them, so that the frozen replica has tenants to work on.

@@ -37,9 +37,9 @@ func TestShardedReplicasShareTheNamespacesWithOneWriterEach(t *testing.T) {
 		tenants[i] = fmt.Sprintf("%s-t%02d", f.Namespace, i)
 		createNamespace(t, f, tenants[i])
 	}
-	// The first cut is made before the tenants hold any pod; weighing them every two
-	// seconds moves the cuts once they do, which the test wants to see.
-	args := shardedArgs(shardCount, "--shard-rebalance-period=2s")
+	// The first cut is made before the tenants hold any pod; the coordinator's first
+	// looks after it (10s, then doubling) move the cuts once they do.
+	args := shardedArgs(shardCount)
 	replicas := f.StartReplicas(3, args)
 	for _, ns := range tenants {
 		createReplicaSet(t, f, ns, 3)
@@ -316,14 +316,48 @@ func activeEpoch(t *testing.T, f *framework.Framework) sharding.Epoch {
 // the other; two replicas working on it at once would have overlapping ones.
 func assertOneWriterAtATime(t *testing.T, f *framework.Framework, tenants []string) {
 	t.Helper()
+	spans := termSpans(t, f, tenants)
+	for _, ns := range tenants {
+		var terms []*span
+		for _, s := range spans[ns] {
+			terms = append(terms, s)
+		}
+		if len(terms) == 0 {
+			t.Errorf("namespace %s: no replica's write in the audit log", ns)
+			continue
+		}
+		sort.Slice(terms, func(i, j int) bool { return terms[i].first.Before(terms[j].first) })
+		var order []string
+		for i, cur := range terms {
+			order = append(order, fmt.Sprintf("%s (%d writes)", cur.writer, cur.writes))
+			if i == 0 {
+				continue
+			}
+			if prev := terms[i-1]; !cur.first.After(prev.last) {
+				t.Errorf("namespace %s: %s wrote from %s to %s while %s wrote from %s to %s", ns,
+					prev.writer, prev.first.Format(time.StampMilli), prev.last.Format(time.StampMilli),
+					cur.writer, cur.first.Format(time.StampMilli), cur.last.Format(time.StampMilli))
+			}
+		}
+		t.Logf("namespace %s: terms in order: %s", ns, strings.Join(order, ", "))
+	}
+}
+
+// span is one shard term's writes to one namespace: its writer (the replica's user and
+// the term its user agent names), its first and last accepted write, and their count.
+type span struct {
+	writer      string
+	first, last time.Time
+	writes      int
+}
+
+// termSpans reads the audit log and returns, per tenant namespace and writer, the span
+// of the accepted writes of the replicas' shard terms.
+func termSpans(t *testing.T, f *framework.Framework, tenants []string) map[string]map[string]*span {
+	t.Helper()
 	events, err := f.ControlPlane.ReadAuditLog()
 	if err != nil {
 		t.Fatal(err)
-	}
-	type span struct {
-		writer      string
-		first, last time.Time
-		writes      int
 	}
 	spans := map[string]map[string]*span{}
 	for _, e := range events {
@@ -349,28 +383,5 @@ func assertOneWriterAtATime(t *testing.T, f *framework.Framework, tenants []stri
 		s.last = e.RequestReceivedTimestamp
 		s.writes++
 	}
-	for _, ns := range tenants {
-		var terms []*span
-		for _, s := range spans[ns] {
-			terms = append(terms, s)
-		}
-		if len(terms) == 0 {
-			t.Errorf("namespace %s: no replica's write in the audit log", ns)
-			continue
-		}
-		sort.Slice(terms, func(i, j int) bool { return terms[i].first.Before(terms[j].first) })
-		var order []string
-		for i, cur := range terms {
-			order = append(order, fmt.Sprintf("%s (%d writes)", cur.writer, cur.writes))
-			if i == 0 {
-				continue
-			}
-			if prev := terms[i-1]; !cur.first.After(prev.last) {
-				t.Errorf("namespace %s: %s wrote from %s to %s while %s wrote from %s to %s", ns,
-					prev.writer, prev.first.Format(time.StampMilli), prev.last.Format(time.StampMilli),
-					cur.writer, cur.first.Format(time.StampMilli), cur.last.Format(time.StampMilli))
-			}
-		}
-		t.Logf("namespace %s: terms in order: %s", ns, strings.Join(order, ", "))
-	}
+	return spans
 }

@@ -1,0 +1,181 @@
+package sharding
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/mini-kcm/mini-kcm/sharding"
+	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
+)
+
+// TestARecutPausesOnlyTheShardsWhoseRangeMoves: three replicas at the default flags
+// share six shards of twelve tenants, balanced. One tenant grows, chosen so that the
+// balanced cut of the new weights moves some bounds and keeps others. The coordinator
+// recuts on its own (at the default --shard-rebalance-period), and every shard whose
+// range the new plan keeps keeps its holder and its Lease (no new acquireTime, no
+// transition), and its term never stops: the audit log shows that the namespaces of
+// the kept shards are written, after the recut, by the same term as before it.
+func TestARecutPausesOnlyTheShardsWhoseRangeMoves(t *testing.T) {
+	f := framework.New(t)
+	replicas := f.StartReplicas(3, shardedArgs(shardCount))
+	tenants := createTenants(t, f, 12, 3)
+	waitForPods(t, f, tenants, 3)
+	waitForFairShares(t, f, replicas, 2)
+
+	// The plan settles once the coordinator weighed the filled tenants (a cut made
+	// before they held pods is recut within its first looks).
+	var before sharding.Epoch
+	framework.Eventually(t, 2*time.Minute, func() error {
+		var err error
+		before, err = settledPlan(f, podsPerNamespace(t, f))
+		return err
+	})
+	t.Logf("settled at epoch %d: %s", before.Number, before.Plan)
+
+	// Grow the tenant whose growth makes a better cut that keeps at least one shard.
+	weights := podsPerNamespace(t, f)
+	grown, size, want := "", int32(0), sharding.Epoch{}
+	for _, ns := range tenants {
+		for _, pods := range []int32{12, 18, 24, 30} {
+			w := maps.Clone(weights)
+			w[ns] = int64(pods)
+			current := sharding.Imbalance(before.Plan.Loads(w))
+			candidate := sharding.Balanced(w, shardCount)
+			next := before.Next(before.Number+1, candidate)
+			// At least one tenant must be in a kept shard, to be written through the recut.
+			inKept := 0
+			for _, t := range tenants {
+				if !slices.Contains(before.Moved(next), candidate.Shard(t)) {
+					inKept++
+				}
+			}
+			if moved := len(before.Moved(next)); current > 1.2 && sharding.Imbalance(candidate.Loads(w))*1.1 < current && moved > 0 && inKept > 0 {
+				grown, size, want = ns, pods, next
+				break
+			}
+		}
+		if grown != "" {
+			break
+		}
+	}
+	if grown == "" {
+		t.Fatalf("no tenant's growth to 12–30 pods makes a recut that keeps a shard of %s; the test needs other tenants", before.Plan)
+	}
+	t.Logf("growing %s to %d pods; the expected cut %s moves shards %v", grown, size, want.Plan, before.Moved(want))
+	leasesBefore := shardLeases(t, f)
+	recutFrom := time.Now()
+	scaleReplicaSet(t, f, grown, size)
+
+	var after sharding.Epoch
+	framework.Eventually(t, 2*time.Minute, func() error {
+		var err error
+		if after, err = settledPlan(f, podsPerNamespace(t, f)); err == nil && after.Number == before.Number {
+			err = fmt.Errorf("still at epoch %d", after.Number)
+		}
+		return err
+	})
+	t.Logf("recut %s after the scale: epoch %d, %s; shards moved %v", time.Since(recutFrom).Round(time.Second), after.Number, after.Plan, before.Moved(after))
+	if len(before.Moved(after)) == shardCount {
+		t.Fatalf("the recut from %s to %s moved every shard; the test expected %s", before, after, want)
+	}
+
+	// Every kept shard kept its holder and Lease: no release, no new acquire.
+	leasesAfter := shardLeases(t, f)
+	var keptShards []int
+	for shard := range shardCount {
+		if slices.Contains(before.Moved(after), shard) {
+			continue
+		}
+		keptShards = append(keptShards, shard)
+		b, a := leasesBefore[shard], leasesAfter[shard]
+		if ptr.Deref(a.Spec.HolderIdentity, "") != ptr.Deref(b.Spec.HolderIdentity, "") || !a.Spec.AcquireTime.Equal(b.Spec.AcquireTime) ||
+			ptr.Deref(a.Spec.LeaseTransitions, 0) != ptr.Deref(b.Spec.LeaseTransitions, 0) || a.Labels[sharding.LabelEpoch] != b.Labels[sharding.LabelEpoch] {
+			t.Errorf("shard %d's range was kept, but its Lease changed hands: holder %q → %q, acquired %v → %v, transitions %d → %d, label %s → %s",
+				shard, ptr.Deref(b.Spec.HolderIdentity, ""), ptr.Deref(a.Spec.HolderIdentity, ""), b.Spec.AcquireTime, a.Spec.AcquireTime,
+				ptr.Deref(b.Spec.LeaseTransitions, 0), ptr.Deref(a.Spec.LeaseTransitions, 0), b.Labels[sharding.LabelEpoch], a.Labels[sharding.LabelEpoch])
+		}
+	}
+
+	// Work in every tenant after the recut: the kept shards' namespaces are written by
+	// the term that wrote them before it.
+	for _, ns := range tenants {
+		if ns != grown {
+			scaleReplicaSet(t, f, ns, 4)
+		}
+	}
+	for _, ns := range tenants {
+		want := 4
+		if ns == grown {
+			want = int(size)
+		}
+		waitForPods(t, f, []string{ns}, want)
+	}
+	spans := termSpans(t, f, tenants)
+	checked := 0
+	for _, ns := range tenants {
+		if !slices.Contains(keptShards, after.Plan.Shard(ns)) {
+			continue
+		}
+		checked++
+		var writers []string
+		for _, s := range spans[ns] {
+			if s.last.After(recutFrom) {
+				writers = append(writers, fmt.Sprintf("%s (%s to %s)", s.writer, s.first.Format(time.StampMilli), s.last.Format(time.StampMilli)))
+				if !s.first.Before(recutFrom) {
+					t.Errorf("namespace %s of kept shard %d: written after the recut by a term that started after it: %s", ns, after.Plan.Shard(ns), s.writer)
+				}
+			}
+		}
+		if len(writers) != 1 {
+			t.Errorf("namespace %s of kept shard %d: %d terms wrote after the recut, want its one term from before: %v", ns, after.Plan.Shard(ns), len(writers), writers)
+		}
+	}
+	if checked == 0 {
+		t.Errorf("no tenant is in a kept shard of %s (kept %v): nothing shows that they worked through the recut", after.Plan, keptShards)
+	}
+	t.Logf("kept shards %v worked through the recut (%d tenants checked)", keptShards, checked)
+	assertOneWriterAtATime(t, f, tenants)
+}
+
+// podsPerNamespace counts the live and terminating pods of every namespace, as the
+// coordinator weighs them.
+func podsPerNamespace(t *testing.T, f *framework.Framework) map[string]int64 {
+	t.Helper()
+	pods, err := f.Client.CoreV1().Pods(metav1.NamespaceAll).List(f.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	weights := map[string]int64{}
+	for _, p := range pods.Items {
+		weights[p.Namespace]++
+	}
+	return weights
+}
+
+// settledPlan returns the active plan when no handover is pending and the coordinator
+// would not recut these weights.
+func settledPlan(f *framework.Framework, weights map[string]int64) (sharding.Epoch, error) {
+	l, err := f.Client.CoordinationV1().Leases(f.LeaseNamespace).Get(context.Background(), sharding.PlanLeaseName(f.LeaseName), metav1.GetOptions{})
+	if err != nil {
+		return sharding.Epoch{}, err
+	}
+	active, next, err := sharding.PlanOf(l)
+	switch {
+	case err != nil:
+		return sharding.Epoch{}, err
+	case active == nil || next != nil:
+		return sharding.Epoch{}, fmt.Errorf("plan: active %v, next %v", active, next)
+	}
+	current := sharding.Imbalance(active.Plan.Loads(weights))
+	if better := sharding.Imbalance(sharding.Balanced(weights, shardCount).Loads(weights)); current > 1.2 && better*1.1 < current {
+		return sharding.Epoch{}, fmt.Errorf("epoch %d has imbalance %.2f; a recut to %.2f is due", active.Number, current, better)
+	}
+	return *active, nil
+}
