@@ -283,7 +283,9 @@ func (s *sim) leaseName(shard int) string {
 // stepElection moves one election on, as client-go's elector with the epoch guard does.
 func (s *sim) stepElection(sr *simReplica, e *simElection) (ended bool) {
 	name := s.leaseName(e.shard)
-	guarded := func(l *coordinationv1.Lease) bool { return e.shard < 0 || l.Labels[LabelEpoch] == e.epoch.Label(e.shard) }
+	guarded := func(l *coordinationv1.Lease) bool {
+		return e.shard < 0 || l.Labels[LabelEpoch] == e.epoch.Label(e.shard)
+	}
 	if e.stopping {
 		if e.stopAt.IsZero() {
 			// The term's workers take a while to stop, now and then longer than the
