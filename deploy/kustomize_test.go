@@ -15,11 +15,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/mini-kcm/mini-kcm/leaderelection"
 )
 
 // kustomizations are the directories users apply with `kubectl apply -k`, and the two
-// they are built from that hold manifests of their own (rbac/ and fence/).
-var kustomizations = []string{".", "base", "sharded", "static-pod", "sample", "fence", "rbac"}
+// they are built from that hold manifests of their own (rbac/, fence/ and
+// sharded/lease-scope/).
+var kustomizations = []string{".", "base", "sharded", "static-pod", "sample", "fence", "rbac", "sharded/lease-scope"}
 
 // defaultImage is the image the manifests name until an install overrides it.
 const defaultImage = "mini-kcm:dev"
@@ -65,7 +68,8 @@ func images(m manifests) map[string][]string {
 // install lives in, and runs the replicas from the one image.
 func TestEveryKustomizationBuildsWithKustomize(t *testing.T) {
 	wantNamespace := map[string]string{".": "kube-system", "base": "kube-system", "sharded": "kube-system",
-		"static-pod": "kube-system", "fence": "kube-system", "rbac": "kube-system", "sample": "mini-kcm-demo"}
+		"static-pod": "kube-system", "fence": "kube-system", "rbac": "kube-system", "sample": "mini-kcm-demo",
+		"sharded/lease-scope": "kube-system"}
 	for _, dir := range kustomizations {
 		t.Run(dir, func(t *testing.T) {
 			m := loadKustomization(t, dir)
@@ -128,9 +132,14 @@ func TestInClusterInstallsRunTheReplicasWithTheirFlags(t *testing.T) {
 			if !slices.Equal(c.Args, want) {
 				t.Errorf("args = %q,\nwant %q", c.Args, want)
 			}
-			policies := all[*admissionregistrationv1.ValidatingAdmissionPolicyBinding](m)
-			if got := len(policies) == 1; got != tc.fence {
-				t.Errorf("%d fence policy bindings, want the fence: %v", len(policies), tc.fence)
+			fenceBindings := 0
+			for _, b := range all[*admissionregistrationv1.ValidatingAdmissionPolicyBinding](m) {
+				if b.Spec.PolicyName == leaderelection.FencePolicyName {
+					fenceBindings++
+				}
+			}
+			if got := fenceBindings == 1; got != tc.fence {
+				t.Errorf("%d fence policy bindings, want the fence: %v", fenceBindings, tc.fence)
 			}
 			hasShardingRole := slices.ContainsFunc(all[*rbacv1.Role](m), func(r *rbacv1.Role) bool { return r.Name == "mini-kcm:sharding" })
 			if wantRole := len(tc.extraArgs) > 0; hasShardingRole != wantRole {

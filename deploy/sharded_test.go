@@ -27,8 +27,9 @@ func objectKey(t *testing.T, o runtime.Object) string {
 }
 
 // The sharded overlay is deploy/ without its fence (fence/), with --shards=6 and the
-// apiserver fence off appended to the StatefulSet's flags and the Role its Leases need;
-// everything else is the base's, object for object.
+// apiserver fence off appended to the StatefulSet's flags, the Role its Leases need and
+// the policy that keeps that Role to mini-kcm's own Leases (lease-scope/); everything
+// else is the base's, object for object.
 func TestShardedOverlayIsTheBaseWithShardsAndWithoutTheFence(t *testing.T) {
 	plain, sharded := loadKustomization(t, "."), loadKustomization(t, "sharded")
 	fence := map[string]bool{}
@@ -66,7 +67,8 @@ func TestShardedOverlayIsTheBaseWithShardsAndWithoutTheFence(t *testing.T) {
 		added = append(added, key)
 	}
 	slices.Sort(added)
-	want := []string{"*v1.Role kube-system/mini-kcm:sharding", "*v1.RoleBinding kube-system/mini-kcm:sharding"}
+	want := []string{"*v1.Role kube-system/mini-kcm:sharding", "*v1.RoleBinding kube-system/mini-kcm:sharding",
+		"*v1.ValidatingAdmissionPolicy /" + leaseScopePolicyName, "*v1.ValidatingAdmissionPolicyBinding /" + leaseScopePolicyName}
 	if !slices.Equal(added, want) {
 		t.Errorf("the sharded install adds %v, want %v", added, want)
 	}

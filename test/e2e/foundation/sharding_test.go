@@ -19,8 +19,9 @@ func TestAnApiserverWithoutTheShardGateIsDetectedAsIgnoringIt(t *testing.T) {
 // A sharded replica on such an apiserver still works: every shard's informers drop the
 // objects outside the shard themselves (sharding/filter.go), so it starts, says that its
 // memory and traffic are not reduced and how to fix that, and keeps running, rather than
-// crash-loop while an HA control plane rolls its apiservers. (test/e2e/sharding and the
-// sharding package's tests show that a shard then acts only on its own namespaces.)
+// crash-loop while an HA control plane rolls its apiservers. (The next test, in
+// sharded_writers_test.go, shows that three such replicas then keep one writer per
+// namespace.)
 func TestShardedReplicaOnAnApiserverThatIgnoresTheShardSelectorWarnsAndRuns(t *testing.T) {
 	f := framework.New(t)
 	// Sharded mode runs without the apiserver fence (one Lease per shard), which the

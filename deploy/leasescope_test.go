@@ -1,0 +1,180 @@
+package deploy
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/cel-go/cel"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+
+	"github.com/mini-kcm/mini-kcm/sharding"
+)
+
+// leaseScopePolicyName names the policy and binding of sharded/lease-scope/.
+const leaseScopePolicyName = "mini-kcm-lease-scope"
+
+// leaseScope is the sharded install's lease-scope policy, compiled the way the
+// apiserver evaluates it: its match condition and its one validation, over the request
+// variable (only the fields the expressions read are set).
+type leaseScope struct {
+	policy                       *admissionregistrationv1.ValidatingAdmissionPolicy
+	binding                      *admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	matches, validates, explains cel.Program
+}
+
+func loadLeaseScope(t *testing.T) leaseScope {
+	t.Helper()
+	m := loadKustomization(t, "sharded")
+	var ls leaseScope
+	for _, p := range all[*admissionregistrationv1.ValidatingAdmissionPolicy](m) {
+		if p.Name == leaseScopePolicyName {
+			ls.policy = p
+		}
+	}
+	for _, b := range all[*admissionregistrationv1.ValidatingAdmissionPolicyBinding](m) {
+		if b.Name == leaseScopePolicyName {
+			ls.binding = b
+		}
+	}
+	if ls.policy == nil || ls.binding == nil {
+		t.Fatalf("deploy/sharded/ has no ValidatingAdmissionPolicy and binding %s", leaseScopePolicyName)
+	}
+	if len(ls.policy.Spec.MatchConditions) != 1 || len(ls.policy.Spec.Validations) != 1 {
+		t.Fatalf("policy %s: %d match conditions and %d validations, want one of each", ls.policy.Name,
+			len(ls.policy.Spec.MatchConditions), len(ls.policy.Spec.Validations))
+	}
+	env, err := cel.NewEnv(cel.Variable("request", cel.MapType(cel.StringType, cel.DynType)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	compile := func(what, expr string) cel.Program {
+		ast, issues := env.Compile(expr)
+		if issues.Err() != nil {
+			t.Fatalf("policy %s: %s %q does not compile: %v", ls.policy.Name, what, expr, issues.Err())
+		}
+		prg, err := env.Program(ast)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return prg
+	}
+	ls.matches = compile("match condition", ls.policy.Spec.MatchConditions[0].Expression)
+	ls.validates = compile("validation", ls.policy.Spec.Validations[0].Expression)
+	ls.explains = compile("messageExpression", ls.policy.Spec.Validations[0].MessageExpression)
+	return ls
+}
+
+// admits evaluates the policy on a Lease write of user, as the apiserver would once the
+// rules matched: it reports whether the write passes, and the refusal's message.
+func (ls leaseScope) admits(t *testing.T, user string, op admissionregistrationv1.OperationType, namespace, name string) (bool, string) {
+	t.Helper()
+	request := map[string]any{
+		"operation": string(op), "namespace": namespace, "name": name,
+		"userInfo": map[string]any{"username": user},
+	}
+	eval := func(prg cel.Program) any {
+		out, _, err := prg.Eval(map[string]any{"request": request})
+		if err != nil {
+			t.Fatalf("policy %s on %s %s/%s by %s: %v", ls.policy.Name, op, namespace, name, user, err)
+		}
+		return out.Value()
+	}
+	if eval(ls.matches) != true {
+		return true, ""
+	}
+	if eval(ls.validates) == true {
+		return true, ""
+	}
+	return false, fmt.Sprint(eval(ls.explains))
+}
+
+// The sharded install keeps its replicas to their own Leases: every Lease write the
+// single leader and the shard protocol make (the names of --leader-elect-resource-name)
+// passes the lease-scope policy, and the same writes of any other Lease, which the
+// sharded Role allows, are refused, kube-controller-manager's and kube-scheduler's
+// first; users other than the replicas' ServiceAccount are not its business.
+func TestShardedReplicasMayWriteOnlyTheLeasesOfTheirOwnName(t *testing.T) {
+	ls := loadLeaseScope(t)
+	sts := only[*appsv1.StatefulSet](t, loadKustomization(t, "sharded"))
+	container := sts.Spec.Template.Spec.Containers[0]
+	namespace := mustFlag(t, container, "leader-elect-resource-namespace")
+	lease := mustFlag(t, container, "leader-elect-resource-name")
+	user := serviceaccount.MakeUsername(sts.Namespace, sts.Spec.Template.Spec.ServiceAccountName)
+	writes := []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update,
+		admissionregistrationv1.Delete}
+
+	own := []string{lease, sharding.PlanLeaseName(lease), sharding.MemberLeaseName(lease, "mini-kcm-0_0b6a"),
+		sharding.MemberLeaseName(lease, "mini-kcm-2_ffff")}
+	for i := range 64 {
+		own = append(own, sharding.ShardLeaseName(lease, i))
+	}
+	for _, name := range own {
+		for _, op := range writes {
+			if ok, msg := ls.admits(t, user, op, namespace, name); !ok {
+				t.Errorf("the lease-scope policy refuses %s of Lease %s/%s, which the replicas need: %s", op, namespace, name, msg)
+			}
+		}
+	}
+
+	r := loadRBAC(t, "sharded")
+	subject := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: sts.Spec.Template.Spec.ServiceAccountName, Namespace: sts.Namespace}
+	for _, name := range []string{"kube-controller-manager", "kube-scheduler", "cloud-controller-manager",
+		"apiserver-7xq2vbmz4f5ygbdoxqczpszg3u", lease + "x", "x-" + lease, ""} {
+		for _, op := range writes {
+			// The Role alone would allow it (create by name cannot be limited at all).
+			verb := strings.ToLower(string(op))
+			if !r.allows(t, subject, request{verb: verb, group: "coordination.k8s.io", resource: "leases", namespace: namespace, name: name}) {
+				t.Errorf("the sharded Role does not allow %s of Lease %s/%q: the policy is then not needed for it", verb, namespace, name)
+			}
+			ok, msg := ls.admits(t, user, op, namespace, name)
+			if ok {
+				t.Errorf("the lease-scope policy lets %s %s Lease %s/%q", user, op, namespace, name)
+				continue
+			}
+			if !strings.Contains(msg, user) || !strings.Contains(msg, namespace+"/"+name) || !strings.Contains(msg, lease) {
+				t.Errorf("the refusal of %s %s/%q says %q; want the user, the Lease and the names it may write", op, namespace, name, msg)
+			}
+		}
+	}
+
+	for _, other := range []string{serviceaccount.MakeUsername("kube-system", "mini-kcm-replicaset-controller"),
+		"system:kube-controller-manager", "system:kube-scheduler", "kubernetes-admin", "mini-kcm"} {
+		if ok, msg := ls.admits(t, other, admissionregistrationv1.Update, namespace, "kube-controller-manager"); !ok {
+			t.Errorf("the lease-scope policy refuses a write of %s, which it must not judge: %s", other, msg)
+		}
+	}
+}
+
+// The policy matches every Lease write and nothing else, fails closed (it judges
+// mini-kcm's replicas only, so that refuses no one else), and is bound cluster-wide
+// with Deny.
+func TestLeaseScopePolicyMatchesEveryLeaseWriteAndDenies(t *testing.T) {
+	ls := loadLeaseScope(t)
+	for _, op := range []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update,
+		admissionregistrationv1.Delete} {
+		if !policyMatches(ls.policy, "coordination.k8s.io", "leases", op) {
+			t.Errorf("the lease-scope policy does not match %s of leases", op)
+		}
+	}
+	for _, rule := range ls.policy.Spec.MatchConstraints.ResourceRules {
+		if !slices.Equal(rule.APIGroups, []string{"coordination.k8s.io"}) || !slices.Equal(rule.Resources, []string{"leases"}) {
+			t.Errorf("the lease-scope policy matches %v of %v; want leases.coordination.k8s.io only", rule.Resources, rule.APIGroups)
+		}
+	}
+	if fp := ls.policy.Spec.FailurePolicy; fp == nil || *fp != admissionregistrationv1.Fail {
+		t.Errorf("failurePolicy = %v, want Fail: an error must not let the replicas write other Leases", fp)
+	}
+	if ls.policy.Spec.ParamKind != nil {
+		t.Errorf("paramKind = %+v, want none: the names are fixed by the install", ls.policy.Spec.ParamKind)
+	}
+	b := ls.binding.Spec
+	if b.PolicyName != ls.policy.Name || b.ParamRef != nil || b.MatchResources != nil ||
+		!slices.Equal(b.ValidationActions, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}) {
+		t.Errorf("binding %s = %+v; want policy %s, no parameter, no narrowing, validationActions [Deny]", ls.binding.Name, b, ls.policy.Name)
+	}
+}

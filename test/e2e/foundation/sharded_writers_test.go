@@ -1,0 +1,246 @@
+package foundation
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/mini-kcm/mini-kcm/test/controlplane"
+	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
+)
+
+// outOfRangeMetric counts the objects a replica's shard informers dropped because they
+// lie outside the shard (sharding/filter.go).
+const outOfRangeMetric = "mini_kcm_shard_out_of_range_objects_total"
+
+// TestShardedReplicasOnAnApiserverThatIgnoresTheShardSelectorKeepOneWriterPerNamespace
+// is issue #25's story of an apiserver without the ShardedListAndWatch gate: it sends
+// every shard's informers every namespace. Three replicas share six shards of twelve
+// tenant namespaces, each with a ReplicaSet of 3, and every ReplicaSet is scaled to 12.
+// Each replica drops the other shards' objects itself (its out-of-range counter grows),
+// so every namespace ends with exactly 12 pods and stays there; the audit log shows
+// 12 creates and no delete per namespace, and never two replicas writing one namespace
+// at once. (Without the client-side filter, every shard synced every namespace: pods
+// were created several times over and deleted by different replicas.)
+func TestShardedReplicasOnAnApiserverThatIgnoresTheShardSelectorKeepOneWriterPerNamespace(t *testing.T) {
+	f := framework.New(t)
+	if f.ServerFiltersByShard() {
+		t.Fatal("this suite's apiserver filters by shard; the test needs one that ignores shardSelector")
+	}
+	// FNV-1a crowds names that differ only at their end into one shard; these differ at
+	// their start, so that the namespaces spread over the shards and replicas.
+	tenants := make([]string, 12)
+	for i := range tenants {
+		tenants[i] = fmt.Sprintf("t%02d-%s", i, f.Namespace)
+		createTenant(t, f, tenants[i], 3)
+	}
+	// Product defaults but one: sharded mode refuses the apiserver fence, which the
+	// framework turns on for every replica (its policy binds a single leader's Lease).
+	// The framework's short election timings stay (5s/3s/1s).
+	replicas := f.StartReplicas(3, framework.ReplicaOptions{Args: []string{"--shards=6", framework.APIServerFenceFlag + "=false"}})
+	waitForTenantPods(t, f, tenants, 3)
+	for _, ns := range tenants {
+		scaleTenant(t, f, ns, 12)
+	}
+	waitForTenantPods(t, f, tenants, 12)
+
+	for _, r := range replicas {
+		framework.Eventually(t, 30*time.Second, func() error {
+			m, err := r.Metrics()
+			if err != nil {
+				return err
+			}
+			if v, _ := m.Value(outOfRangeMetric, nil); v <= 0 {
+				return fmt.Errorf("%s: %s = %v, want > 0: it holds no shard, or cached other shards' objects", r.Name, outOfRangeMetric, v)
+			}
+			return nil
+		})
+		if r.Exited() {
+			t.Errorf("%s exited; its log:\n%s", r.Name, r.Logs())
+		}
+	}
+	assertEachTenantWrittenByOneReplicaAtATime(t, f, tenants, 12)
+}
+
+// createTenant creates a namespace with a ReplicaSet "tenant" of replicas pods, and
+// removes both at the end: no namespace controller runs on this control plane, so the
+// ReplicaSet and its pods go first, lest the suite's later replicas sync them in a
+// namespace that never finishes terminating.
+func createTenant(t *testing.T, f *framework.Framework, ns string, replicas int32) {
+	t.Helper()
+	ctx := f.Context()
+	if _, err := f.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = f.Client.AppsV1().ReplicaSets(ns).Delete(ctx, "tenant", metav1.DeleteOptions{})
+		_ = f.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		_ = f.Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+	})
+	labels := map[string]string{"app": "tenant"}
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "tenant", Namespace: ns},
+		Spec: appsv1.ReplicaSetSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "pause", Image: "registry.k8s.io/pause:3.10"}}},
+			},
+		},
+	}
+	if _, err := f.Client.AppsV1().ReplicaSets(ns).Create(ctx, rs, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func scaleTenant(t *testing.T, f *framework.Framework, ns string, replicas int32) {
+	t.Helper()
+	framework.Eventually(t, 30*time.Second, func() error {
+		rs, err := f.Client.AppsV1().ReplicaSets(ns).Get(f.Context(), "tenant", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		rs.Spec.Replicas = ptr.To(replicas)
+		_, err = f.Client.AppsV1().ReplicaSets(ns).Update(f.Context(), rs, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+// waitForTenantPods waits until every tenant has exactly want pods, none of them being
+// deleted, and a ReplicaSet status that says so; then checks it every 250ms for 5s: a
+// second writer would create or delete more in that time.
+func waitForTenantPods(t *testing.T, f *framework.Framework, tenants []string, want int) {
+	t.Helper()
+	check := func() error {
+		for _, ns := range tenants {
+			pods, err := f.Client.CoreV1().Pods(ns).List(f.Context(), metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			deleting := 0
+			for _, p := range pods.Items {
+				if p.DeletionTimestamp != nil {
+					deleting++
+				}
+			}
+			rs, err := f.Client.AppsV1().ReplicaSets(ns).Get(f.Context(), "tenant", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if len(pods.Items) != want || deleting > 0 || rs.Status.Replicas != int32(want) || rs.Status.ObservedGeneration != rs.Generation {
+				return fmt.Errorf("namespace %s: %d pods (%d being deleted), status.replicas %d (generation %d observed %d), want %d",
+					ns, len(pods.Items), deleting, rs.Status.Replicas, rs.Generation, rs.Status.ObservedGeneration, want)
+			}
+		}
+		return nil
+	}
+	framework.Eventually(t, time.Minute, check)
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+		if err := check(); err != nil {
+			t.Fatalf("after converging to %d pods per namespace: %v", want, err)
+		}
+	}
+}
+
+// assertEachTenantWrittenByOneReplicaAtATime reads the audit log (the idea of
+// test/e2e/sharding's assertOneWriterAtATime): per tenant namespace, the replicas'
+// accepted writes created exactly pods pods and deleted none, and the spans of time in
+// which each shard term wrote (first to last write of one term, which the user agent
+// names: "shard 3, epoch 2, term …") never overlap. Two replicas acting on one
+// namespace at once would have overlapping spans.
+func assertEachTenantWrittenByOneReplicaAtATime(t *testing.T, f *framework.Framework, tenants []string, pods int) {
+	t.Helper()
+	events, err := f.ControlPlane.ReadAuditLog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type span struct {
+		writer      string
+		first, last time.Time
+		writes      int
+	}
+	spans := map[string]map[string]*span{}
+	created, deleted := map[string]int{}, map[string]int{}
+	for _, e := range events {
+		if !isReplicaWrite(e) || !slices.Contains(tenants, e.ObjectRef.Namespace) {
+			continue
+		}
+		ns := e.ObjectRef.Namespace
+		if e.Resource() == "pods" {
+			switch e.Verb {
+			case "create":
+				created[ns]++
+			case "delete", "deletecollection":
+				deleted[ns]++
+			}
+		}
+		_, term, ok := strings.Cut(e.UserAgent, "; shard ")
+		if !ok {
+			t.Errorf("a write without a shard term in its user agent: %s %s by %s (%s)", e.Verb, e.RequestURI, e.User.Username, e.UserAgent)
+			continue
+		}
+		writer := e.User.Username + " shard " + strings.TrimSuffix(term, ")")
+		if spans[ns] == nil {
+			spans[ns] = map[string]*span{}
+		}
+		s := spans[ns][writer]
+		if s == nil {
+			s = &span{writer: writer, first: e.RequestReceivedTimestamp}
+			spans[ns][writer] = s
+		}
+		s.last = e.RequestReceivedTimestamp
+		s.writes++
+	}
+	writers := map[string]bool{}
+	for _, byWriter := range spans {
+		for _, s := range byWriter {
+			writers[strings.Fields(s.writer)[0]] = true
+		}
+	}
+	if len(writers) < 2 {
+		t.Errorf("only %v wrote to the tenant namespaces; the test needs them spread over several replicas", slices.Sorted(maps.Keys(writers)))
+	}
+	for _, ns := range tenants {
+		if created[ns] != pods || deleted[ns] != 0 {
+			t.Errorf("namespace %s: the replicas created %d pods and deleted %d, want %d and none", ns, created[ns], deleted[ns], pods)
+		}
+		var terms []*span
+		for _, s := range spans[ns] {
+			terms = append(terms, s)
+		}
+		sort.Slice(terms, func(i, j int) bool { return terms[i].first.Before(terms[j].first) })
+		var order []string
+		for i, cur := range terms {
+			order = append(order, fmt.Sprintf("%s (%d writes)", cur.writer, cur.writes))
+			if i == 0 {
+				continue
+			}
+			if prev := terms[i-1]; !cur.first.After(prev.last) {
+				t.Errorf("namespace %s: %s wrote from %s to %s while %s wrote from %s to %s", ns,
+					prev.writer, prev.first.Format(time.StampMilli), prev.last.Format(time.StampMilli),
+					cur.writer, cur.first.Format(time.StampMilli), cur.last.Format(time.StampMilli))
+			}
+		}
+		t.Logf("namespace %s: terms in order: %s", ns, strings.Join(order, ", "))
+	}
+}
+
+// isReplicaWrite reports whether e is an accepted write of a mini-kcm replica to an
+// object (events excepted: a replica records them for what it saw, in any namespace).
+func isReplicaWrite(e controlplane.AuditEvent) bool {
+	return e.Stage == "ResponseComplete" && e.ObjectRef != nil && strings.HasPrefix(e.User.Username, "mini-kcm-replica-") &&
+		e.Verb != "get" && e.Verb != "list" && e.Verb != "watch" && e.Code() < 300 && e.ObjectRef.Resource != "events"
+}
