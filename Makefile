@@ -115,9 +115,9 @@ test-e2e: check-version control-plane build ## E2E suites against a real local c
 	MINI_KCM_BINARY=$(CURDIR)/bin/mini-kcm-race $(GO) test -count=1 -v -timeout 5m ./test/cmd/demo-failover/
 
 .PHONY: test-long
-test-long: check-version control-plane ## Long HA soaks (~10 min): 2000-pod failover, upstream timings, a Service over 5000 pods; 100 000 sharding simulator schedules (hours).
+test-long: check-version control-plane ## Long soaks (~12 min): 2000-pod failover, upstream timings, a Service over 5000 pods, sharded balance at the defaults; 100 000 sharding simulator schedules (hours).
 	$(GO) build $(RACE_FLAG) -ldflags "$(VERSION_LDFLAGS)" -o bin/mini-kcm-race ./cmd/mini-kcm
-	MINI_KCM_BINARY=$(CURDIR)/bin/mini-kcm-race $(GO) test -tags long -run Long -p 1 -count=1 -timeout 60m -v ./test/e2e/ha/
+	MINI_KCM_BINARY=$(CURDIR)/bin/mini-kcm-race $(GO) test -tags long -run Long -p 1 -count=1 -timeout 60m -v ./test/e2e/ha/ ./test/e2e/sharding/
 	@# 100 000 schedules of the sharding simulator (about 0.1 s each per CPU, without -race).
 	$(GO) test -count=1 -timeout 12h -run TestSimulated -v ./sharding/ -args -sim-seeds=100000
 
@@ -149,6 +149,8 @@ kind-demo: ## Failover demo in a kind cluster (needs Docker, kind and kubectl).
 bench: build ## Side-by-side benchmarks against upstream kube-controller-manager (~12 min; BENCH_SCALE=N for more).
 	@hack/build-control-plane.sh >/dev/null
 	$(GO) test -run '^$$' -bench . -benchmem ./test/bench/micro/
+	@# What the shard coordinator's weighing costs the apiserver at 30 000 pods (~2 min).
+	$(GO) test -run '^$$' -bench WeighingThePods -benchtime 5x ./test/bench/
 	@# Every workload at upstream's default rate limit (20/30), and the Endpoints workload
 	@# again at a raised one, as operators run it (Gardener: 100/200).
 	$(GO) run ./test/bench/cmd/kcmbench --mini-kcm bin/mini-kcm \
@@ -167,9 +169,9 @@ lint: ## gofmt, go vet and staticcheck (also over the make test-long tests).
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [[ -n "$$unformatted" ]]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
-	$(GO) vet -tags long ./test/e2e/ha/
+	$(GO) vet -tags long ./test/e2e/ha/ ./test/e2e/sharding/
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
-	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags long ./test/e2e/ha/
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags long ./test/e2e/ha/ ./test/e2e/sharding/
 
 .PHONY: clean
 clean: ## Remove build output (not the control plane cache in $(BIN_DIR)).
