@@ -41,9 +41,12 @@ const (
 var serviceAccountTokenBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Steps: 4}
 
 // serviceAccountTokens is an oauth2.TokenSource of tokens for one ServiceAccount,
-// requested through the TokenRequest API (serviceaccounts/token). Unlike upstream,
-// mini-kcm does not create a missing account: creating ServiceAccounts in kube-system
-// would need a broad permission, and deploy/ ships them.
+// requested through the TokenRequest API (serviceaccounts/token). It is what
+// k8s.io/controller-manager's clientbuilder.DynamicControllerClientBuilder does, but
+// that token source gets the account and its namespace before every token and creates
+// them when missing (getOrCreateServiceAccount), which needs get and create on
+// serviceaccounts and namespaces; mini-kcm's process may only create tokens for the
+// named accounts (deploy/rbac/token-requests.yaml), and deploy/ ships the accounts.
 type serviceAccountTokens struct {
 	client          corev1client.ServiceAccountsGetter
 	namespace, name string

@@ -220,8 +220,22 @@ func TestLongAcquireToFirstWriteWith10000PodsCachedWarmAgainstCold(t *testing.T)
 		if firstWrite.Before(acquired) {
 			t.Errorf("%s: the new leader wrote before it acquired", mode)
 		}
-		t.Logf("HA-NUMBERS cached-pods=%d standby=%s acquire-to-first-write=%.0fms kill-to-first-write=%.2fs rss-before-kill: %s",
-			total, mode, float64(firstWrite.Sub(acquired).Microseconds())/1000, firstWrite.Sub(killed).Seconds(), strings.Join(rss, " "))
+		// The freshness barrier's path: warm (the caches had the predecessor's last
+		// write), cold (it could not show that and started fresh informers), or none (a
+		// cold standby has no barrier to pass).
+		path := "none"
+		if metrics, err := next.Metrics(); err == nil {
+			for _, p := range []string{"warm", "cold"} {
+				if v, ok := metrics.Value("mini_kcm_leader_election_takeover_total", map[string]string{"path": p}); ok && v > 0 {
+					path = p
+				}
+			}
+		}
+		if warm && path != "warm" {
+			t.Errorf("the warm standby took over on the %s path at %d cached pods; the barrier fell back", path, total)
+		}
+		t.Logf("HA-NUMBERS cached-pods=%d standby=%s takeover-path=%s acquire-to-first-write=%.0fms kill-to-first-write=%.2fs rss-before-kill: %s",
+			total, mode, path, float64(firstWrite.Sub(acquired).Microseconds())/1000, firstWrite.Sub(killed).Seconds(), strings.Join(rss, " "))
 		eventually(t, 2*time.Minute, func() error { return replicaSetComplete(ctx, f.Client, ns, name) })
 		for _, m := range members {
 			if !m.Exited() {
