@@ -24,20 +24,22 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// Controller is one running control loop.
+// Controller is one control loop, built by its Constructor but not yet running. The
+// app runs it with the worker count its constructor returned, as kube-controller-manager
+// runs each of its controllers with its --concurrent-*-syncs.
 type Controller interface {
-	// Name is the canonical name of the controller, e.g. "replicaset-controller".
-	Name() string
-	// Run blocks until ctx is cancelled and returns only after every goroutine it
-	// started (workers, timers) has stopped, so the app can release the lease safely.
-	Run(ctx context.Context)
+	// Run waits for the controller's caches, then runs workers workers per queue until
+	// ctx is cancelled. It returns only after every goroutine it started (workers,
+	// timers) has stopped, so the app can release the lease safely.
+	Run(ctx context.Context, workers int)
 }
 
-// Constructor builds a controller. It registers the informers it needs with
-// cc.InformerFactory and must not start them. A nil Controller with a nil error means
-// the controller decided not to run (it is logged and skipped); an error aborts the
-// start of every controller.
-type Constructor func(ctx context.Context, cc Context) (Controller, error)
+// Constructor builds a controller and returns the number of workers to run it with,
+// read from its options. It registers the informers it needs with cc.InformerFactory
+// and must not start them. A nil Controller with a nil error means the controller
+// decided not to run (it is logged and skipped); an error, or fewer than one worker,
+// aborts the start of every controller.
+type Constructor func(ctx context.Context, cc Context) (c Controller, workers int, err error)
 
 // Descriptor describes one controller to the registry.
 type Descriptor struct {

@@ -1,6 +1,9 @@
 package endpoints
 
 import (
+	"context"
+	"fmt"
+
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
@@ -23,4 +26,24 @@ func Descriptor() controllers.Descriptor {
 		}},
 		Caches: []schema.GroupResource{{Resource: "pods"}, {Resource: "services"}, {Resource: "endpoints"}},
 	}
+}
+
+// New builds the controller from the app's shared context. It asks the shared factory for
+// the pod, Service and Endpoints informers; the app starts them, and runs the controller
+// with --concurrent-endpoint-syncs workers.
+func New(ctx context.Context, cc controllers.Context) (controllers.Controller, int, error) {
+	opts := controllers.OptionsFor[*Options](cc.Config, Name, NewOptions)
+	client, err := cc.Clients.Client(Name)
+	if err != nil {
+		return nil, 0, fmt.Errorf("building client for %s: %w", Name, err)
+	}
+	core := cc.InformerFactory.Core().V1()
+	c, err := NewController(ctx, core.Pods(), core.Services(), core.Endpoints(), client,
+		cc.Events.Recorder(ComponentName), opts.UpdatesBatchPeriod)
+	if err != nil {
+		return nil, 0, err
+	}
+	c.caches = cc.Caches
+	c.syncs = cc.Syncs
+	return c, int(opts.ConcurrentSyncs), nil
 }
