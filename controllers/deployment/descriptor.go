@@ -38,6 +38,8 @@ func Descriptor() controllers.Descriptor {
 		Caches: []schema.GroupResource{
 			{Group: "apps", Resource: "deployments"}, {Group: "apps", Resource: "replicasets"}, {Resource: "pods"},
 		},
+		// The Recreate strategy waits until no old pod runs.
+		PodFields: []controllers.PodField{controllers.PodPhase},
 	}
 }
 

@@ -25,6 +25,14 @@ func Descriptor() controllers.Descriptor {
 			Group: "", Resources: []string{"endpoints"}, Verbs: []string{"create", "update", "delete"},
 		}},
 		Caches: []schema.GroupResource{{Resource: "pods"}, {Resource: "services"}, {Resource: "endpoints"}},
+		// An address per pod IP, ready or not, with its node and hostname; named target
+		// ports from the containers and sidecars (init containers that always restart).
+		PodFields: []controllers.PodField{
+			controllers.PodNodeName, controllers.PodHostname, controllers.PodSubdomain,
+			controllers.PodContainerNames, controllers.PodContainerPorts,
+			controllers.PodInitContainerNames, controllers.PodInitContainerPorts, controllers.PodInitContainerRestartPolicies,
+			controllers.PodPhase, controllers.PodReadyCondition, controllers.PodIP, controllers.PodIPs,
+		},
 	}
 }
 

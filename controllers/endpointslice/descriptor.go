@@ -34,6 +34,15 @@ func Descriptor() controllers.Descriptor {
 			{Resource: "nodes"},
 			{Group: "discovery.k8s.io", Resource: "endpointslices"},
 		},
+		// What k8s.io/endpointslice reads: an endpoint per pod IP, ready, serving or
+		// terminating, with its node (zone) and hostname; named target ports from the
+		// containers and sidecars (init containers that always restart).
+		PodFields: []controllers.PodField{
+			controllers.PodNodeName, controllers.PodHostname, controllers.PodSubdomain,
+			controllers.PodContainerNames, controllers.PodContainerPorts,
+			controllers.PodInitContainerNames, controllers.PodInitContainerPorts, controllers.PodInitContainerRestartPolicies,
+			controllers.PodPhase, controllers.PodReadyCondition, controllers.PodIP, controllers.PodIPs,
+		},
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
+	"github.com/mini-kcm/mini-kcm/controllers/podranking"
 )
 
 // Descriptor registers the ReplicaSet controller with the controller registry. Its rules
@@ -35,6 +36,17 @@ func Descriptor() controllers.Descriptor {
 			Group: "", Resources: []string{"pods"}, Verbs: []string{"create", "patch", "delete"},
 		}},
 		Caches: []schema.GroupResource{{Group: "apps", Resource: "replicasets"}, {Resource: "pods"}},
+		// Activity, readiness and availability for status and scale-down; the rest ranks
+		// pods to delete (podranking): node, restarts of containers and sidecars, and
+		// the deletion cost.
+		PodFields: []controllers.PodField{
+			controllers.PodNodeName, controllers.PodPhase, controllers.PodReadyCondition,
+			controllers.PodInitContainerNames, controllers.PodInitContainerRestartPolicies,
+			controllers.PodContainerStatusNames, controllers.PodContainerStatusReady, controllers.PodContainerStatusRestartCounts,
+			controllers.PodInitContainerStatusNames, controllers.PodInitContainerStatusReady,
+			controllers.PodInitContainerStatusRestartCounts,
+		},
+		PodAnnotations: []string{podranking.DeletionCostAnnotation},
 	}
 }
 
