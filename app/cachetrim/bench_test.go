@@ -42,6 +42,6 @@ func BenchmarkTrim(b *testing.B) {
 		}
 		p := pods[len(pods)-1]
 		pods = pods[:len(pods)-1]
-		Trim(p)
+		trimmer.Trim(p)
 	}
 }
