@@ -57,6 +57,9 @@ type clientBuilder struct {
 	// the policy fences and do not impersonate.
 	holder      string
 	controllers map[string]bool
+	// trimmer keeps of cached pods what the registry's controllers read (package
+	// cachetrim); nil caches them whole.
+	trimmer *cachetrim.Trimmer
 }
 
 // Config returns the configuration of name's client: a copy of the base configuration
@@ -138,6 +141,7 @@ func (b clientBuilder) informerClient(name string) (kubernetes.Interface, error)
 		c.GroupVersion, c.APIPath = &gv, apiPath
 		c.NegotiatedSerializer = cachetrim.NegotiatedSerializer{
 			NegotiatedSerializer: rest.CodecFactoryForGeneratedClient(scheme.Scheme, scheme.Codecs).WithoutConversion(),
+			Trimmer:              b.trimmer,
 		}
 		return rest.RESTClientForConfigAndClient(c, httpClient)
 	}
@@ -155,15 +159,15 @@ func (b clientBuilder) informerClient(name string) (kubernetes.Interface, error)
 // cacheTransform returns the shared informers' transform, which drops from every cached
 // object what no controller reads: its managedFields, which the informer client's
 // Decoder drops already from protobuf, and for a pod decoded from JSON most of the rest
-// (cachetrim.Trim, which the Decoder did while decoding a protobuf pod).
+// (the trimmer's Trim, which the Decoder did while decoding a protobuf pod).
 func (b clientBuilder) cacheTransform() cache.TransformFunc {
 	decodesTrimmed := b.base.ContentType == runtime.ContentTypeProtobuf
 	return func(obj any) (any, error) {
 		if accessor, err := meta.Accessor(obj); err == nil && accessor.GetManagedFields() != nil {
 			accessor.SetManagedFields(nil)
 		}
-		if pod, ok := obj.(*corev1.Pod); ok && !decodesTrimmed {
-			cachetrim.Trim(pod)
+		if pod, ok := obj.(*corev1.Pod); ok && !decodesTrimmed && b.trimmer != nil {
+			b.trimmer.Trim(pod)
 		}
 		return obj, nil
 	}

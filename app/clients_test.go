@@ -57,7 +57,7 @@ func TestInformerClientDecodesTrimmed(t *testing.T) {
 	defer server.Close()
 
 	builder := clientBuilder{base: &rest.Config{Host: server.URL, QPS: 5, Burst: 10,
-		ContentConfig: rest.ContentConfig{ContentType: "application/vnd.kubernetes.protobuf"}}}
+		ContentConfig: rest.ContentConfig{ContentType: "application/vnd.kubernetes.protobuf"}}, trimmer: registryTrimmer(t)}
 	client, err := builder.informerClient("shared-informers")
 	if err != nil {
 		t.Fatal(err)

@@ -25,7 +25,7 @@ import (
 
 func testRegistry(t *testing.T) *controllers.Registry {
 	t.Helper()
-	noop := func(context.Context, controllers.Context) (controllers.Controller, error) { return nil, nil }
+	noop := func(context.Context, controllers.Context) (controllers.Controller, int, error) { return nil, 0, nil }
 	reg, err := controllers.NewRegistry(
 		controllers.Descriptor{Name: "replicaset-controller", Aliases: []string{"replicaset"}, New: noop, NewOptions: replicaset.NewOptions},
 		controllers.Descriptor{Name: "tokencleaner-controller", DisabledByDefault: true, New: noop},

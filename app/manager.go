@@ -71,7 +71,7 @@ type controllerManager struct {
 // builtControllers is what the informers stage leaves for runWorkers: the controllers,
 // built but not running, and the tracker their Run reports cache syncs to.
 type builtControllers struct {
-	controllers []controllers.Controller
+	controllers []builtController
 	caches      *controllers.CacheSyncTracker
 	// factory holds the informers, for the freshness barrier of a warm takeover.
 	factory informers.SharedInformerFactory
@@ -179,6 +179,14 @@ func (m *controllerManager) runWorkers(ctx context.Context, built *builtControll
 	return m.runControllers(ctx, built.controllers)
 }
 
+// builtController is one controller as its constructor returned it: the manager runs
+// it, under its descriptor's name, with the workers its constructor asked for.
+type builtController struct {
+	name       string
+	controller controllers.Controller
+	workers    int
+}
+
 // unsyncedInformers lists, sorted and without waiting, the started informers of
 // factory whose cache has not synced yet, for /readyz and /statusz.
 func unsyncedInformers(factory informers.SharedInformerFactory) []string {
@@ -196,11 +204,12 @@ func unsyncedInformers(factory informers.SharedInformerFactory) []string {
 }
 
 // build calls the constructor of every enabled controller, each with a logger named
-// after the controller. A nil controller is skipped; an error aborts the whole start,
+// after the controller. A nil controller is skipped; an error, or a controller asking
+// for fewer than one worker (which would look like a hang), aborts the whole start,
 // since running only some controllers would hide the problem.
-func (m *controllerManager) build(ctx context.Context, cc controllers.Context) ([]controllers.Controller, error) {
+func (m *controllerManager) build(ctx context.Context, cc controllers.Context) ([]builtController, error) {
 	logger := klog.FromContext(ctx)
-	var built []controllers.Controller
+	var built []builtController
 	enabled := sets.New(m.enabled...)
 	for _, name := range m.registry.Names() {
 		if !enabled.Has(name) {
@@ -212,7 +221,10 @@ func (m *controllerManager) build(ctx context.Context, cc controllers.Context) (
 		if !ok {
 			return nil, fmt.Errorf("controller %q is enabled but not registered", name)
 		}
-		c, err := d.New(klog.NewContext(ctx, klog.LoggerWithName(logger, name)), cc)
+		c, workers, err := d.New(klog.NewContext(ctx, klog.LoggerWithName(logger, name)), cc)
+		if err == nil && c != nil && workers < 1 {
+			err = fmt.Errorf("it needs at least 1 worker, got %d", workers)
+		}
 		if err != nil {
 			logger.Error(err, "Error building a controller", "controller", name)
 			return nil, fmt.Errorf("building controller %s: %w", name, err)
@@ -222,15 +234,15 @@ func (m *controllerManager) build(ctx context.Context, cc controllers.Context) (
 			continue
 		}
 		// From now on /readyz waits for this controller's caches.
-		cc.Caches.Expect(c.Name())
-		built = append(built, c)
+		cc.Caches.Expect(name)
+		built = append(built, builtController{name: name, controller: c, workers: workers})
 	}
 	return built, nil
 }
 
 // runControllers runs each controller in a goroutine of its own until ctx is cancelled,
 // then waits for them, logging every shutdownTimeout/3 which ones are still running.
-func (m *controllerManager) runControllers(ctx context.Context, built []controllers.Controller) error {
+func (m *controllerManager) runControllers(ctx context.Context, built []builtController) error {
 	logger := klog.FromContext(ctx)
 	var (
 		mu      sync.Mutex
@@ -238,7 +250,7 @@ func (m *controllerManager) runControllers(ctx context.Context, built []controll
 		wg      sync.WaitGroup
 	)
 	for _, c := range built {
-		name := c.Name()
+		name := c.name
 		running.Insert(name)
 		wg.Go(func() {
 			defer func() {
@@ -255,7 +267,7 @@ func (m *controllerManager) runControllers(ctx context.Context, built []controll
 				}
 			}
 			logger.V(1).Info("Starting controller", "controller", name)
-			c.Run(klog.NewContext(ctx, klog.LoggerWithName(logger, name)))
+			c.controller.Run(klog.NewContext(ctx, klog.LoggerWithName(logger, name)), c.workers)
 		})
 	}
 	stillRunning := func() []string {

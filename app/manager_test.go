@@ -46,13 +46,14 @@ func (fakeRecorders) Recorder(string) record.EventRecorder { return record.NewFa
 
 // testController is a controller whose Run is supplied by the test. It exists only in
 // tests; the product registers no placeholder controller.
-type testController struct {
-	name string
-	run  func(ctx context.Context)
-}
+type testController func(ctx context.Context)
 
-func (c *testController) Name() string            { return c.name }
-func (c *testController) Run(ctx context.Context) { c.run(ctx) }
+func (run testController) Run(ctx context.Context, _ int) { run(ctx) }
+
+// workersController is a test controller that sees its worker count.
+type workersController func(ctx context.Context, workers int)
+
+func (run workersController) Run(ctx context.Context, workers int) { run(ctx, workers) }
 
 // podController builds a controller that asks for the pod informer in its constructor
 // and, in Run, waits for its cache and then for ctx, like a real controller.
@@ -76,10 +77,10 @@ func newPodController(name string) *podController {
 func (p *podController) descriptor(lists *atomic.Int32) controllers.Descriptor {
 	return controllers.Descriptor{
 		Name: p.name,
-		New: func(ctx context.Context, cc controllers.Context) (controllers.Controller, error) {
+		New: func(ctx context.Context, cc controllers.Context) (controllers.Controller, int, error) {
 			p.informer = cc.InformerFactory.Core().V1().Pods().Informer()
 			p.listsAtConstruction.Store(lists.Load())
-			return &testController{name: p.name, run: func(ctx context.Context) {
+			return testController(func(ctx context.Context) {
 				defer close(p.stopped)
 				if !cc.Caches.WaitForCacheSync(ctx, p.name, controllers.InformerSync{Name: "pods", Synced: p.informer.HasSynced}) {
 					return
@@ -87,7 +88,7 @@ func (p *podController) descriptor(lists *atomic.Int32) controllers.Descriptor {
 				close(p.synced)
 				<-ctx.Done()
 				p.drain()
-			}}, nil
+			}), 1, nil
 		},
 	}
 }
@@ -193,8 +194,8 @@ func TestShutdownTimeoutReportsControllersStillRunning(t *testing.T) {
 	defer close(release)
 	stuck := controllers.Descriptor{
 		Name: "stuck-controller",
-		New: func(context.Context, controllers.Context) (controllers.Controller, error) {
-			return &testController{name: "stuck-controller", run: func(context.Context) { <-release }}, nil
+		New: func(context.Context, controllers.Context) (controllers.Controller, int, error) {
+			return testController(func(context.Context) { <-release }), 1, nil
 		},
 	}
 	m := newTestManager(t, fake.NewClientset(), stuck)
@@ -219,14 +220,14 @@ func TestConstructorErrorAbortsTheStart(t *testing.T) {
 	var ran atomic.Bool
 	good := controllers.Descriptor{
 		Name: "a-controller",
-		New: func(context.Context, controllers.Context) (controllers.Controller, error) {
-			return &testController{name: "a-controller", run: func(context.Context) { ran.Store(true) }}, nil
+		New: func(context.Context, controllers.Context) (controllers.Controller, int, error) {
+			return testController(func(context.Context) { ran.Store(true) }), 1, nil
 		},
 	}
 	bad := controllers.Descriptor{
 		Name: "b-controller",
-		New: func(context.Context, controllers.Context) (controllers.Controller, error) {
-			return nil, errors.New("missing permission")
+		New: func(context.Context, controllers.Context) (controllers.Controller, int, error) {
+			return nil, 0, errors.New("missing permission")
 		},
 	}
 	err := newTestManager(t, fake.NewClientset(), good, bad).run(ctx)
@@ -238,23 +239,65 @@ func TestConstructorErrorAbortsTheStart(t *testing.T) {
 	}
 }
 
+func TestControllersRunWithTheWorkersTheirConstructorAsksFor(t *testing.T) {
+	ctx, cancel := testContext(t)
+	defer cancel()
+	got := make(chan int, 1)
+	d := controllers.Descriptor{Name: "a-controller", New: func(context.Context, controllers.Context) (controllers.Controller, int, error) {
+		return workersController(func(ctx context.Context, workers int) {
+			got <- workers
+			<-ctx.Done()
+		}), 7, nil
+	}}
+	done := make(chan error, 1)
+	go func() { done <- newTestManager(t, fake.NewClientset(), d).run(ctx) }()
+	select {
+	case workers := <-got:
+		if workers != 7 {
+			t.Errorf("ran with %d workers, want the constructor's 7", workers)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the controller never ran")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAControllerAskingForNoWorkersAbortsTheStart(t *testing.T) {
+	ctx, cancel := testContext(t)
+	defer cancel()
+	var ran atomic.Bool
+	idle := controllers.Descriptor{Name: "idle-controller", New: func(context.Context, controllers.Context) (controllers.Controller, int, error) {
+		return testController(func(context.Context) { ran.Store(true) }), 0, nil
+	}}
+	err := newTestManager(t, fake.NewClientset(), idle).run(ctx)
+	if err == nil || err.Error() != "building controller idle-controller: it needs at least 1 worker, got 0" {
+		t.Errorf("run() = %v, want an error naming the controller and its worker count", err)
+	}
+	if ran.Load() {
+		t.Error("a controller without workers ran")
+	}
+}
+
 func TestNilControllerIsSkippedAndDisabledOnesAreNotBuilt(t *testing.T) {
 	ctx, cancel := testContext(t)
 	defer cancel()
 	built := map[string]bool{}
 	var mu sync.Mutex
 	descriptor := func(name string, skip bool) controllers.Descriptor {
-		return controllers.Descriptor{Name: name, New: func(_ context.Context, cc controllers.Context) (controllers.Controller, error) {
+		return controllers.Descriptor{Name: name, New: func(_ context.Context, cc controllers.Context) (controllers.Controller, int, error) {
 			mu.Lock()
 			built[name] = true
 			mu.Unlock()
 			if skip {
-				return nil, nil
+				return nil, 0, nil
 			}
-			return &testController{name: name, run: func(ctx context.Context) {
+			return testController(func(ctx context.Context) {
 				cc.Caches.WaitForCacheSync(ctx, name)
 				<-ctx.Done()
-			}}, nil
+			}), 1, nil
 		}}
 	}
 	m := newTestManager(t, fake.NewClientset(), descriptor("skipped-controller", true), descriptor("running-controller", false),
@@ -284,8 +327,8 @@ func TestNilControllerIsSkippedAndDisabledOnesAreNotBuilt(t *testing.T) {
 func TestEveryControllerStoppingEarlyIsAnError(t *testing.T) {
 	ctx, cancel := testContext(t)
 	defer cancel()
-	quitter := controllers.Descriptor{Name: "quitter-controller", New: func(context.Context, controllers.Context) (controllers.Controller, error) {
-		return &testController{name: "quitter-controller", run: func(context.Context) {}}, nil
+	quitter := controllers.Descriptor{Name: "quitter-controller", New: func(context.Context, controllers.Context) (controllers.Controller, int, error) {
+		return testController(func(context.Context) {}), 1, nil
 	}}
 	if err := newTestManager(t, fake.NewClientset(), quitter).run(ctx); err == nil {
 		t.Error("run() = nil, want an error when every controller stopped on its own")
@@ -309,7 +352,7 @@ func TestNoControllersRunsUntilShutdown(t *testing.T) {
 }
 
 func TestRegistryRejectsDuplicateNamesAndAliases(t *testing.T) {
-	noop := func(context.Context, controllers.Context) (controllers.Controller, error) { return nil, nil }
+	noop := func(context.Context, controllers.Context) (controllers.Controller, int, error) { return nil, 0, nil }
 	tests := map[string][]controllers.Descriptor{
 		"duplicate name": {{Name: "a-controller", New: noop}, {Name: "a-controller", New: noop}},
 		"duplicate alias": {{Name: "a-controller", Aliases: []string{"x"}, New: noop},
@@ -460,9 +503,11 @@ func TestAControllerWaitingForItsStartIntervalStopsWithoutRunning(t *testing.T) 
 	var ran atomic.Bool
 	m := newTestManager(t, fake.NewClientset())
 	m.startInterval = time.Hour
-	waiting := &testController{name: "waiting-controller", run: func(context.Context) { ran.Store(true) }}
+	waiting := testController(func(context.Context) { ran.Store(true) })
 	done := make(chan error, 1)
-	go func() { done <- m.runControllers(ctx, []controllers.Controller{waiting}) }()
+	go func() {
+		done <- m.runControllers(ctx, []builtController{{name: "waiting-controller", controller: waiting, workers: 1}})
+	}()
 	cancel()
 	select {
 	case err := <-done:

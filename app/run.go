@@ -15,6 +15,7 @@ import (
 	clientgoleaderelection "k8s.io/client-go/tools/leaderelection"
 	"k8s.io/klog/v2"
 
+	"github.com/mini-kcm/mini-kcm/app/cachetrim"
 	"github.com/mini-kcm/mini-kcm/controllers"
 	"github.com/mini-kcm/mini-kcm/leaderelection"
 	"github.com/mini-kcm/mini-kcm/options"
@@ -72,7 +73,12 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 		}
 	}
 	logger.Info("Write fence", "mode", fenceMode(cfg))
-	clients := clientBuilder{base: cfg.RESTConfig, fence: fence}
+	// The shared informers keep of pods what the registered controllers declare they read.
+	trimmer, err := cachetrim.NewTrimmer(reg.PodReads())
+	if err != nil {
+		return fmt.Errorf("trimming cached pods: %w", err)
+	}
+	clients := clientBuilder{base: cfg.RESTConfig, fence: fence, trimmer: trimmer}
 	if cfg.LeaderElection.APIServerFence {
 		clients.holder, clients.controllers = identity, controllerNames(reg)
 	}

@@ -7,11 +7,24 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/mini-kcm/mini-kcm/app/cachetrim"
 )
+
+// registryTrimmer keeps of pods what the compiled-in controllers read, as Run's does.
+func registryTrimmer(t *testing.T) *cachetrim.Trimmer {
+	t.Helper()
+	trimmer, err := cachetrim.NewTrimmer(newRegistry().PodReads())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return trimmer
+}
 
 // With JSON the informer client decodes pods whole, and the transform trims them.
 func TestCacheTransformSlimsJSONPodsAndKeepsOtherObjectsWhole(t *testing.T) {
-	trimCachedObject := clientBuilder{base: &rest.Config{ContentConfig: rest.ContentConfig{ContentType: "application/json"}}}.cacheTransform()
+	trimCachedObject := clientBuilder{base: &rest.Config{ContentConfig: rest.ContentConfig{ContentType: "application/json"}},
+		trimmer: registryTrimmer(t)}.cacheTransform()
 	managed := []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", ManagedFields: managed, Annotations: map[string]string{"a": "b"}},
@@ -53,7 +66,8 @@ func TestCacheTransformSlimsJSONPodsAndKeepsOtherObjectsWhole(t *testing.T) {
 // With protobuf the informer client's Decoder trimmed the pods already: the transform
 // does not encode and decode them a second time.
 func TestCacheTransformLeavesProtobufPodsToTheDecoder(t *testing.T) {
-	transform := clientBuilder{base: &rest.Config{ContentConfig: rest.ContentConfig{ContentType: "application/vnd.kubernetes.protobuf"}}}.cacheTransform()
+	transform := clientBuilder{base: &rest.Config{ContentConfig: rest.ContentConfig{ContentType: "application/vnd.kubernetes.protobuf"}},
+		trimmer: registryTrimmer(t)}.cacheTransform()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:1"}}},

@@ -3,9 +3,11 @@
 // names and aliases, and the Context every constructor receives.
 //
 // The descriptor is the one place that knows a controller: besides its name and
-// constructor it declares its ServiceAccount, the calls its own client makes and the
-// resources it caches. deploy/rbac/ and the fence in deploy/fence/ are generated from
-// the registry (make generate, hack/rbacgen), and a unit test fails when they drift.
+// constructor it declares its ServiceAccount, the calls its own client makes, the
+// resources it caches and what it reads of cached pods. deploy/rbac/ and the fence in
+// deploy/fence/ are generated from the registry (make generate, hack/rbacgen), and a
+// unit test fails when they drift; the shared informers keep of cached pods what the
+// registry's controllers read (app/cachetrim).
 //
 // A controller's constructor must ask the shared informer factory for every informer it
 // needs before it returns: the app starts the factory once, after all constructors ran,
@@ -24,20 +26,22 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// Controller is one running control loop.
+// Controller is one control loop, built by its Constructor but not yet running. The
+// app runs it with the worker count its constructor returned, as kube-controller-manager
+// runs each of its controllers with its --concurrent-*-syncs.
 type Controller interface {
-	// Name is the canonical name of the controller, e.g. "replicaset-controller".
-	Name() string
-	// Run blocks until ctx is cancelled and returns only after every goroutine it
-	// started (workers, timers) has stopped, so the app can release the lease safely.
-	Run(ctx context.Context)
+	// Run waits for the controller's caches, then runs workers workers per queue until
+	// ctx is cancelled. It returns only after every goroutine it started (workers,
+	// timers) has stopped, so the app can release the lease safely.
+	Run(ctx context.Context, workers int)
 }
 
-// Constructor builds a controller. It registers the informers it needs with
-// cc.InformerFactory and must not start them. A nil Controller with a nil error means
-// the controller decided not to run (it is logged and skipped); an error aborts the
-// start of every controller.
-type Constructor func(ctx context.Context, cc Context) (Controller, error)
+// Constructor builds a controller and returns the number of workers to run it with,
+// read from its options. It registers the informers it needs with cc.InformerFactory
+// and must not start them. A nil Controller with a nil error means the controller
+// decided not to run (it is logged and skipped); an error, or fewer than one worker,
+// aborts the start of every controller.
+type Constructor func(ctx context.Context, cc Context) (c Controller, workers int, err error)
 
 // Descriptor describes one controller to the registry.
 type Descriptor struct {
@@ -57,6 +61,11 @@ type Descriptor struct {
 	// process lists and watches them with its own identity, never the controller's
 	// account, so that a controller's token reads nothing in bulk.
 	Caches []schema.GroupResource
+	// PodFields are the fields of cached pods the controller reads beyond their
+	// metadata, and PodAnnotations the pod annotations it reads: the shared informers
+	// keep of a pod its metadata and what some controller declares here (see PodField).
+	PodFields      []PodField
+	PodAnnotations []string
 	// DisabledByDefault controllers run only when --controllers names them.
 	DisabledByDefault bool
 	// New builds the controller.
@@ -118,8 +127,8 @@ type Registry struct {
 
 // NewRegistry validates the descriptors and returns a registry. It fails on an invalid
 // or duplicate name, a duplicate alias, an alias that is also a name, a missing
-// constructor, a ServiceAccount shared or named like upstream's, or a wildcard rule: all
-// programming errors, reported with the offending name.
+// constructor, a ServiceAccount shared or named like upstream's, a wildcard rule or a pod
+// field outside the vocabulary: all programming errors, reported with the offending name.
 func NewRegistry(descriptors ...Descriptor) (*Registry, error) {
 	r := &Registry{descriptors: map[string]Descriptor{}, aliases: map[string]string{}}
 	accounts := map[string]string{} // ServiceAccount -> controller
@@ -144,6 +153,9 @@ func NewRegistry(descriptors ...Descriptor) (*Registry, error) {
 				return nil, fmt.Errorf("controller %q: %w", d.Name, err)
 			}
 		}
+		if err := validatePodReads(d.PodFields, d.PodAnnotations); err != nil {
+			return nil, fmt.Errorf("controller %q: %w", d.Name, err)
+		}
 		if _, dup := r.descriptors[d.Name]; dup {
 			return nil, fmt.Errorf("controller name %q was registered twice", d.Name)
 		}
@@ -162,6 +174,8 @@ func NewRegistry(descriptors ...Descriptor) (*Registry, error) {
 		d.Aliases = append([]string(nil), d.Aliases...)
 		d.Rules = slices.Clone(d.Rules)
 		d.Caches = slices.Clone(d.Caches)
+		d.PodFields = slices.Clone(d.PodFields)
+		d.PodAnnotations = slices.Clone(d.PodAnnotations)
 		r.descriptors[d.Name] = d
 	}
 	return r, nil

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/client-go/transport"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -69,7 +71,7 @@ type fencedTransport struct {
 }
 
 func (t *fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if !isMutating(req.Method) || isUnfenced(req.URL.Path) {
+	if !isMutating(req.Method) || isUnfenced(req) {
 		return t.next.RoundTrip(req)
 	}
 	until, err := t.fence.Check()
@@ -122,33 +124,56 @@ var unfencedGroups = map[string]bool{
 	"authorization.k8s.io":  true,
 }
 
-// isUnfenced reports whether path is a request for events, a review or a token, which
-// the fence lets through (see Transport). It reads the path as the apiserver does:
-// /api/v1/[namespaces/<ns>/]<resource>... or /apis/<group>/<version>/[namespaces/<ns>/]<resource>...,
-// after any prefix of the server's URL.
-func isUnfenced(path string) bool {
-	segments := strings.Split(strings.Trim(path, "/"), "/")
+// requestInfos reads a request's path as the apiserver does.
+var requestInfos = &request.RequestInfoFactory{
+	APIPrefixes:          sets.NewString("api", "apis"),
+	GrouplessAPIPrefixes: sets.NewString("api"),
+}
+
+// isUnfenced reports whether req is a request for events, a review or a token, which the
+// fence lets through (see Transport). The apiserver's parser reads the path from /api or
+// /apis on, so any prefix of the server's URL (a proxy's) is skipped first: the path is
+// read from the first of those segments that starts a resource request. A non-resource
+// request is fenced.
+func isUnfenced(req *http.Request) bool {
+	segments := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
 	for i, s := range segments {
-		var group string
-		var rest []string
-		switch {
-		case s == "api" && len(segments) > i+1:
-			rest = segments[i+2:]
-		case s == "apis" && len(segments) > i+2:
-			group, rest = segments[i+1], segments[i+3:]
-		default:
+		if s != "api" && s != "apis" {
 			continue
 		}
-		if unfencedGroups[group] {
-			return true
+		fromAPI := req
+		if i > 0 {
+			u := *req.URL
+			u.Path, u.RawPath = "/"+strings.Join(segments[i:], "/"), ""
+			fromAPI = &http.Request{Method: req.Method, URL: &u}
 		}
-		if len(rest) >= 3 && rest[0] == "namespaces" {
-			rest = rest[2:]
+		info, err := requestInfos.NewRequestInfo(fromAPI)
+		if err != nil {
+			return false // a verb in the path with nothing after it
 		}
-		if group == "" && len(rest) == 3 && rest[0] == "serviceaccounts" && rest[2] == "token" {
-			return true
+		if info.IsResourceRequest {
+			return isUnfencedResource(info)
 		}
-		return len(rest) > 0 && rest[0] == "events" && (group == "" || group == "events.k8s.io")
+	}
+	return false
+}
+
+// isUnfencedResource reports whether a resource request is for events, a review or a
+// token.
+func isUnfencedResource(info *request.RequestInfo) bool {
+	if unfencedGroups[info.APIGroup] {
+		return true
+	}
+	switch info.Verb {
+	case "watch", "proxy":
+		// The deprecated verbs in the path (/api/v1/watch/...) write nothing exempt.
+		return false
+	}
+	switch info.Resource {
+	case "events":
+		return info.APIGroup == "" || info.APIGroup == "events.k8s.io"
+	case "serviceaccounts":
+		return info.APIGroup == "" && info.Subresource == "token" && len(info.Parts) == 3
 	}
 	return false
 }

@@ -18,7 +18,7 @@ import (
 // one disabled by default, so that every branch of the --controllers rules is reachable.
 func testRegistry(t *testing.T) *controllers.Registry {
 	t.Helper()
-	noop := func(context.Context, controllers.Context) (controllers.Controller, error) { return nil, nil }
+	noop := func(context.Context, controllers.Context) (controllers.Controller, int, error) { return nil, 0, nil }
 	reg, err := controllers.NewRegistry(
 		replicaset.Descriptor(),
 		deployment.Descriptor(),

@@ -6,29 +6,23 @@ import (
 	"sync"
 
 	"google.golang.org/protobuf/encoding/protowire"
-	appsv1 "k8s.io/api/apps/v1"
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-
-	"github.com/mini-kcm/mini-kcm/controllers/podranking"
 )
 
 // Decoding is most of what an informer spends its CPU on, and most of the allocations,
 // so the Decoder below trims at the source: it copies the fields the controllers read
-// (appendPod and the filters it calls: the one list of kept fields, which Trim applies
-// too) from the protobuf encoding of a pod into a smaller encoding and decodes only
-// that. It does the same for the managedFields of the other objects the controllers
-// cache. Objects and encodings it does not know are decoded whole, and the informer's
-// transform trims them.
+// (a Trimmer's pod plan: the one list of kept fields, which Trim applies too) from the
+// protobuf encoding of a pod into a smaller encoding and decodes only that. It does the
+// same for the managedFields of the other objects the controllers cache. Objects and
+// encodings it does not know are decoded whole, and the informer's transform trims them.
 
-// Field numbers, from the generated.proto files of k8s.io/api and k8s.io/apimachinery.
+// Field numbers, from the generated.proto files of k8s.io/api and k8s.io/apimachinery,
+// of what every Trimmer handles the same way. The numbers of the pod fields controllers
+// declare are read from the Go types' protobuf tags (protobufPath).
 const (
 	// Pod, and every other top-level object.
 	fieldMetadata = 1
-	fieldSpec     = 2
-	fieldStatus   = 3
 	// Lists.
 	fieldListItems = 2
 	// ObjectMeta.
@@ -36,31 +30,6 @@ const (
 	fieldManagedFields = 17
 	// A map entry.
 	fieldMapKey = 1
-	// PodSpec.
-	fieldContainers     = 2
-	fieldNodeName       = 10
-	fieldHostname       = 16
-	fieldSubdomain      = 17
-	fieldInitContainers = 20
-	// Container.
-	fieldContainerName          = 1
-	fieldContainerPorts         = 6
-	fieldContainerRestartPolicy = 24
-	// PodStatus.
-	fieldPhase                 = 1
-	fieldConditions            = 2
-	fieldPodIP                 = 6
-	fieldContainerStatuses     = 8
-	fieldInitContainerStatuses = 10
-	fieldPodIPs                = 12
-	// PodCondition.
-	fieldConditionType               = 1
-	fieldConditionStatus             = 2
-	fieldConditionLastTransitionTime = 4
-	// ContainerStatus.
-	fieldContainerStatusName         = 1
-	fieldContainerStatusReady        = 4
-	fieldContainerStatusRestartCount = 5
 	// runtime.Unknown, the envelope of every object, and its TypeMeta.
 	fieldUnknownTypeMeta = 1
 	fieldUnknownRaw      = 2
@@ -68,29 +37,6 @@ const (
 	fieldTypeMetaVersion = 1
 	fieldTypeMetaKind    = 2
 )
-
-// keepsAnnotation tells the annotations a cached pod keeps: the pod-deletion-cost
-// annotation that ranks pods for scale-down, and the annotation that marks the end of
-// the initial events of a streaming list (it only ever appears on the bookmark that
-// ends them, which is not cached, but which the informer must see).
-func keepsAnnotation(key string) bool {
-	return key == podranking.DeletionCostAnnotation || key == metav1.InitialEventsAnnotationKey
-}
-
-// appendPod keeps of an encoded pod what the controllers read (see the package comment).
-func appendPod(dst, src []byte) ([]byte, error) {
-	return keepFields(dst, src, func(dst []byte, f field) ([]byte, error) {
-		switch f.num {
-		case fieldMetadata:
-			return appendMessage(dst, f, appendPodMeta)
-		case fieldSpec:
-			return appendMessage(dst, f, appendPodSpec)
-		case fieldStatus:
-			return appendMessage(dst, f, appendPodStatus)
-		}
-		return dst, nil
-	})
-}
 
 // appendObject keeps all of an encoded object but the managedFields.
 func appendObject(dst, src []byte) ([]byte, error) {
@@ -124,72 +70,19 @@ func appendObjectMeta(dst, src []byte) ([]byte, error) {
 	})
 }
 
-func appendPodMeta(dst, src []byte) ([]byte, error) {
+func (t *Trimmer) appendPodMeta(dst, src []byte) ([]byte, error) {
 	return keepFields(dst, src, func(dst []byte, f field) ([]byte, error) {
 		switch f.num {
 		case fieldManagedFields:
 			return dst, nil
 		case fieldAnnotations:
 			key, err := bytesField(f.data, fieldMapKey)
-			if err != nil || !keepsAnnotation(string(key)) {
+			if err != nil || !t.keepsAnnotation(key) {
 				return dst, err
 			}
 		}
 		return append(dst, f.all...), nil
 	})
-}
-
-func appendPodSpec(dst, src []byte) ([]byte, error) {
-	return keepFields(dst, src, func(dst []byte, f field) ([]byte, error) {
-		switch f.num {
-		case fieldNodeName, fieldHostname, fieldSubdomain:
-			return append(dst, f.all...), nil
-		case fieldContainers, fieldInitContainers:
-			return appendMessage(dst, f, keepContainer)
-		}
-		return dst, nil
-	})
-}
-
-var (
-	keepContainer       = keepOnly(fieldContainerName, fieldContainerPorts, fieldContainerRestartPolicy)
-	keepReadyCondition  = keepOnly(fieldConditionType, fieldConditionStatus, fieldConditionLastTransitionTime)
-	keepContainerStatus = keepOnly(fieldContainerStatusName, fieldContainerStatusReady, fieldContainerStatusRestartCount)
-)
-
-func appendPodStatus(dst, src []byte) ([]byte, error) {
-	readySeen := false
-	return keepFields(dst, src, func(dst []byte, f field) ([]byte, error) {
-		switch f.num {
-		case fieldPhase, fieldPodIP, fieldPodIPs:
-			return append(dst, f.all...), nil
-		case fieldConditions:
-			// Only the first Ready condition, as Trim.
-			conditionType, err := bytesField(f.data, fieldConditionType)
-			if err != nil || readySeen || string(conditionType) != string(v1.PodReady) {
-				return dst, err
-			}
-			readySeen = true
-			return appendMessage(dst, f, keepReadyCondition)
-		case fieldContainerStatuses, fieldInitContainerStatuses:
-			return appendMessage(dst, f, keepContainerStatus)
-		}
-		return dst, nil
-	})
-}
-
-// keepOnly returns a filter that keeps the fields nums, whole.
-func keepOnly(nums ...protowire.Number) filter {
-	return func(dst, src []byte) ([]byte, error) {
-		return keepFields(dst, src, func(dst []byte, f field) ([]byte, error) {
-			for _, n := range nums {
-				if f.num == n {
-					return append(dst, f.all...), nil
-				}
-			}
-			return dst, nil
-		})
-	}
 }
 
 // keepFields calls keep with every field of src in turn.
@@ -229,35 +122,24 @@ func kindOf[T any, PT interface {
 	return decodedKind{typ: reflect.TypeFor[PT](), newObject: func() protobufMessage { return PT(new(T)) }, keep: keep}
 }
 
-// decodedKinds are the kinds the Decoder trims, by apiVersion and kind.
-var decodedKinds = map[[2]string]decodedKind{
-	{"v1", "Pod"}:         kindOf[v1.Pod](appendPod),
-	{"v1", "PodList"}:     kindOf[v1.PodList](appendList(appendPod)),
-	{"v1", "Service"}:     kindOf[v1.Service](appendObject),
-	{"v1", "ServiceList"}: kindOf[v1.ServiceList](appendList(appendObject)),
-	//lint:ignore SA1019 the Endpoints controller maintains the deprecated Endpoints API.
-	{"v1", "Endpoints"}:           kindOf[v1.Endpoints](appendObject),
-	{"v1", "EndpointsList"}:       kindOf[v1.EndpointsList](appendList(appendObject)),
-	{"apps/v1", "ReplicaSet"}:     kindOf[appsv1.ReplicaSet](appendObject),
-	{"apps/v1", "ReplicaSetList"}: kindOf[appsv1.ReplicaSetList](appendList(appendObject)),
-	{"apps/v1", "Deployment"}:     kindOf[appsv1.Deployment](appendObject),
-	{"apps/v1", "DeploymentList"}: kindOf[appsv1.DeploymentList](appendList(appendObject)),
-}
-
 // protobufPrefix starts every object in Kubernetes' protobuf encoding.
 var protobufPrefix = []byte{0x6b, 0x38, 0x73, 0x00}
 
-// Decoder decodes pods and the other cached kinds trimmed, when they come in Kubernetes'
-// protobuf encoding, and everything else with the wrapped decoder. It is meant for the
-// informers' client only: a client that writes objects back must see them whole.
+// Decoder decodes pods and the other cached kinds trimmed by its Trimmer, when they come
+// in Kubernetes' protobuf encoding, and everything else with the wrapped decoder; a nil
+// Trimmer decodes everything whole. It is meant for the informers' client only: a
+// client that writes objects back must see them whole.
 type Decoder struct {
 	runtime.Decoder
+	Trimmer *Trimmer
 }
 
 // Decode implements runtime.Decoder.
 func (d Decoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
-	if obj, gvk, ok := decodeTrimmed(data, into); ok {
-		return obj, gvk, nil
+	if d.Trimmer != nil {
+		if obj, gvk, ok := d.Trimmer.decodeTrimmed(data, into); ok {
+			return obj, gvk, nil
+		}
 	}
 	return d.Decoder.Decode(data, defaults, into)
 }
@@ -265,7 +147,7 @@ func (d Decoder) Decode(data []byte, defaults *schema.GroupVersionKind, into run
 // decodeTrimmed decodes data trimmed if it can; if it cannot (another encoding or kind,
 // an into of another type, or anything unexpected), it says so and the whole decoder
 // takes over, which also reports any error in data.
-func decodeTrimmed(data []byte, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, bool) {
+func (t *Trimmer) decodeTrimmed(data []byte, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, bool) {
 	if !bytes.HasPrefix(data, protobufPrefix) {
 		return nil, nil, false
 	}
@@ -273,7 +155,7 @@ func decodeTrimmed(data []byte, into runtime.Object) (runtime.Object, *schema.Gr
 	if !ok {
 		return nil, nil, false
 	}
-	known, ok := decodedKinds[[2]string{apiVersion, kind}]
+	known, ok := t.kinds[[2]string{apiVersion, kind}]
 	if !ok {
 		return nil, nil, false
 	}
@@ -336,13 +218,14 @@ func unwrap(src []byte) (apiVersion, kind string, raw []byte, ok bool) {
 	return apiVersion, kind, raw, true
 }
 
-// NegotiatedSerializer gives a REST client the Decoder for every encoding the wrapped
-// serializer supports.
+// NegotiatedSerializer gives a REST client the Decoder of its Trimmer for every encoding
+// the wrapped serializer supports.
 type NegotiatedSerializer struct {
 	runtime.NegotiatedSerializer
+	Trimmer *Trimmer
 }
 
 // DecoderToVersion implements runtime.NegotiatedSerializer.
 func (s NegotiatedSerializer) DecoderToVersion(decoder runtime.Decoder, gv runtime.GroupVersioner) runtime.Decoder {
-	return Decoder{s.NegotiatedSerializer.DecoderToVersion(decoder, gv)}
+	return Decoder{Decoder: s.NegotiatedSerializer.DecoderToVersion(decoder, gv), Trimmer: s.Trimmer}
 }

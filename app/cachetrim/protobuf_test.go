@@ -23,7 +23,7 @@ var (
 	protobufSerializer = protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
 	// wholeDecoder decodes like the informers' client would without Decoder.
 	wholeDecoder = scheme.Codecs.WithoutConversion().DecoderToVersion(protobufSerializer, runtime.InternalGroupVersioner)
-	trimDecoder  = Decoder{wholeDecoder}
+	trimDecoder  = Decoder{Decoder: wholeDecoder, Trimmer: trimmer}
 )
 
 func encode(t testing.TB, obj runtime.Object) []byte {
@@ -73,10 +73,10 @@ func wholeThenTrimmed(t testing.TB, data []byte) runtime.Object {
 	}
 	switch o := obj.(type) {
 	case *v1.Pod:
-		Trim(o)
+		trimmer.Trim(o)
 	case *v1.PodList:
 		for i := range o.Items {
-			Trim(&o.Items[i])
+			trimmer.Trim(&o.Items[i])
 		}
 	}
 	return obj
@@ -183,7 +183,7 @@ func TestDecoderLeavesEverythingElseToTheWholeDecoder(t *testing.T) {
 	if err := jsonSerializer.Encode(pod, &buf); err != nil {
 		t.Fatal(err)
 	}
-	obj, _, err := Decoder{jsonSerializer}.Decode(buf.Bytes(), nil, nil)
+	obj, _, err := Decoder{Decoder: jsonSerializer, Trimmer: trimmer}.Decode(buf.Bytes(), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func FuzzDecoder(f *testing.F) {
 	}
 	f.Add(encode(f, list))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got, _, ok := decodeTrimmed(data, nil)
+		got, _, ok := trimmer.decodeTrimmed(data, nil)
 		if !ok {
 			return
 		}

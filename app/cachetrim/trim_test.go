@@ -89,7 +89,7 @@ func fullPod(name string, age time.Duration, ready bool, restarts int32, cost st
 func TestTrimKeepsWhatControllersRead(t *testing.T) {
 	original := fullPod("web-0", time.Hour, true, 3, "-5")
 	pod := original.DeepCopy()
-	Trim(pod)
+	trimmer.Trim(pod)
 
 	// Metadata stays whole but for annotations other than the deletion cost.
 	wantMeta := original.ObjectMeta.DeepCopy()
@@ -129,7 +129,7 @@ func TestTrimKeepsWhatControllersRead(t *testing.T) {
 
 func TestTrimDropsAnnotationsWithoutDeletionCost(t *testing.T) {
 	pod := fullPod("web-0", time.Hour, true, 0, "")
-	Trim(pod)
+	trimmer.Trim(pod)
 	if pod.Annotations != nil {
 		t.Errorf("annotations = %v, want none", pod.Annotations)
 	}
@@ -154,7 +154,7 @@ func TestTrimmedPodsRankAndReadTheSame(t *testing.T) {
 	trimmed := make([]*v1.Pod, len(full))
 	for i, p := range full {
 		trimmed[i] = p.DeepCopy()
-		Trim(trimmed[i])
+		trimmer.Trim(trimmed[i])
 		for _, minReady := range []int32{0, 30, 3600} {
 			if podstate.IsAvailable(p, minReady, metav1.NewTime(now)) != podstate.IsAvailable(trimmed[i], minReady, metav1.NewTime(now)) {
 				t.Errorf("pod %s: availability (minReadySeconds %d) changed by trimming", p.Name, minReady)

@@ -38,7 +38,7 @@ func TestEachControllerCachesExactlyWhatItsDescriptorDeclares(t *testing.T) {
 				Clients:         fakeClients{fake.NewClientset()},
 				Events:          fakeEvents{},
 			}
-			if _, err := d.New(ctx, cc); err != nil {
+			if _, _, err := d.New(ctx, cc); err != nil {
 				t.Fatal(err)
 			}
 			factory.Start(ctx.Done())

@@ -477,7 +477,7 @@ func TestNewAsksForItsInformersAndUsesItsOwnIdentity(t *testing.T) {
 	client := fake.NewClientset()
 	factory := informers.NewSharedInformerFactory(client, 0)
 	var recorders []string
-	ctrl, err := New(ctx, controllers.Context{
+	ctrl, workers, err := New(ctx, controllers.Context{
 		InformerFactory: factory,
 		Clients:         fakeClients{client},
 		Events:          fakeRecorders{&recorders},
@@ -486,8 +486,8 @@ func TestNewAsksForItsInformersAndUsesItsOwnIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ctrl.Name() != "deployment-controller" || !slices.Equal(recorders, []string{"deployment-controller"}) {
-		t.Errorf("name %q, recorders %v", ctrl.Name(), recorders)
+	if c := ctrl.(*Controller); workers != 2 || c == nil || !slices.Equal(recorders, []string{"deployment-controller"}) {
+		t.Errorf("workers %d, recorders %v; want 2 and the deployment-controller's", workers, recorders)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -504,7 +504,7 @@ func TestNewAsksForItsInformersAndUsesItsOwnIdentity(t *testing.T) {
 	}
 
 	done := make(chan struct{})
-	go func() { ctrl.Run(ctx); close(done) }()
+	go func() { ctrl.Run(ctx, workers); close(done) }()
 	cancel()
 	<-done
 }

@@ -7,7 +7,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
-	"github.com/mini-kcm/mini-kcm/controllers/queueworker"
 )
 
 // Descriptor registers the Deployment controller with the controller registry. Its rules
@@ -39,15 +38,18 @@ func Descriptor() controllers.Descriptor {
 		Caches: []schema.GroupResource{
 			{Group: "apps", Resource: "deployments"}, {Group: "apps", Resource: "replicasets"}, {Resource: "pods"},
 		},
+		// The Recreate strategy waits until no old pod runs.
+		PodFields: []controllers.PodField{controllers.PodPhase},
 	}
 }
 
 // New builds the controller from the shared context: its own client and event recorder,
-// and the shared informers it needs, which it asks for now so the app starts them.
-func New(ctx context.Context, cc controllers.Context) (controllers.Controller, error) {
+// and the shared informers it needs, which it asks for now so the app starts them. The
+// app runs it with --concurrent-deployment-syncs workers.
+func New(ctx context.Context, cc controllers.Context) (controllers.Controller, int, error) {
 	client, err := cc.Clients.Client(Name)
 	if err != nil {
-		return nil, fmt.Errorf("building the %s client: %w", Name, err)
+		return nil, 0, fmt.Errorf("building the %s client: %w", Name, err)
 	}
 	c, err := NewController(ctx,
 		cc.InformerFactory.Apps().V1().Deployments(),
@@ -58,9 +60,9 @@ func New(ctx context.Context, cc controllers.Context) (controllers.Controller, e
 		cc.Config.Features,
 	)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	c.caches = cc.Caches
 	c.syncs = cc.Syncs
-	return queueworker.Bind(Name, c, workers(cc.Config)), nil
+	return c, workers(cc.Config), nil
 }

@@ -52,29 +52,6 @@ const (
 	maxRetries = 15
 )
 
-// New builds the controller from the app's shared context. It asks the shared factory for
-// the pod, Service and Endpoints informers; the app starts them.
-func New(ctx context.Context, cc controllers.Context) (controllers.Controller, error) {
-	opts := controllers.OptionsFor[*Options](cc.Config, Name, NewOptions)
-	workers := int(opts.ConcurrentSyncs)
-	if workers < 1 {
-		return nil, fmt.Errorf("%s needs at least 1 worker, got %d", Name, workers)
-	}
-	client, err := cc.Clients.Client(Name)
-	if err != nil {
-		return nil, fmt.Errorf("building client for %s: %w", Name, err)
-	}
-	core := cc.InformerFactory.Core().V1()
-	c, err := NewController(ctx, core.Pods(), core.Services(), core.Endpoints(), client,
-		cc.Events.Recorder(ComponentName), opts.UpdatesBatchPeriod)
-	if err != nil {
-		return nil, err
-	}
-	c.caches = cc.Caches
-	c.syncs = cc.Syncs
-	return queueworker.Bind(Name, c, workers), nil
-}
-
 // Controller keeps the Endpoints of selector-based Services in line with their pods.
 type Controller struct {
 	// client writes Endpoints.

@@ -27,7 +27,6 @@ import (
 	"github.com/mini-kcm/mini-kcm/controllers"
 	"github.com/mini-kcm/mini-kcm/controllers/endpoints/subsets"
 	"github.com/mini-kcm/mini-kcm/controllers/podstate"
-	"github.com/mini-kcm/mini-kcm/controllers/queueworker"
 )
 
 func TestDescriptorUsesUpstreamNames(t *testing.T) {
@@ -70,20 +69,16 @@ func TestNewBuildsTheControllerFromTheAppContext(t *testing.T) {
 		Config:          controllers.Config{Options: map[string]controllers.Options{Name: &Options{ConcurrentSyncs: 3, UpdatesBatchPeriod: time.Second}}},
 	}
 
-	got, err := New(ctx, cc)
+	got, workers, err := New(ctx, cc)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 
-	if got.Name() != "endpoints-controller" {
-		t.Errorf("Name() = %q", got.Name())
-	}
 	if !slices.Equal(clients.asked, []string{"endpoints-controller"}) || !slices.Equal(events.asked, []string{"endpoint-controller"}) {
 		t.Errorf("asked for clients %v and recorders %v", clients.asked, events.asked)
 	}
-	r := got.(*queueworker.Runner[*Controller])
-	if r.Workers != 3 || r.Controller.batchPeriod != time.Second {
-		t.Errorf("workers %d, batch period %v; want 3 and 1s", r.Workers, r.Controller.batchPeriod)
+	if c := got.(*Controller); workers != 3 || c.batchPeriod != time.Second {
+		t.Errorf("workers %d, batch period %v; want 3 and 1s", workers, c.batchPeriod)
 	}
 	// The informers must be registered with the factory by New, before the app starts it.
 	ctx, cancel := context.WithCancel(ctx)
@@ -101,26 +96,15 @@ func TestNewBuildsTheControllerFromTheAppContext(t *testing.T) {
 	}
 }
 
-func TestNewRefusesBadSettings(t *testing.T) {
+func TestNewFailsWithoutItsClient(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	base := func() controllers.Context {
-		client := fake.NewClientset()
-		return controllers.Context{
-			InformerFactory: informers.NewSharedInformerFactory(client, 0),
-			Clients:         &clientBuilder{client: client},
-			Events:          &recorders{},
-			Config:          controllers.Config{Options: map[string]controllers.Options{Name: &Options{ConcurrentSyncs: 5}}},
-		}
+	cc := controllers.Context{
+		InformerFactory: informers.NewSharedInformerFactory(fake.NewClientset(), 0),
+		Clients:         &clientBuilder{err: errors.New("no kubeconfig")},
+		Events:          &recorders{},
 	}
-	noWorkers := base()
-	noWorkers.Config.Options[Name] = &Options{ConcurrentSyncs: 0}
-	noClient := base()
-	noClient.Clients = &clientBuilder{err: errors.New("no kubeconfig")}
-
-	for name, cc := range map[string]controllers.Context{"no workers": noWorkers, "no client": noClient} {
-		if c, err := New(ctx, cc); err == nil {
-			t.Errorf("%s: New returned %v and no error", name, c)
-		}
+	if c, _, err := New(ctx, cc); err == nil {
+		t.Errorf("New returned %v and no error", c)
 	}
 }
 

@@ -1,6 +1,9 @@
 package endpoints
 
 import (
+	"context"
+	"fmt"
+
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
@@ -22,5 +25,33 @@ func Descriptor() controllers.Descriptor {
 			Group: "", Resources: []string{"endpoints"}, Verbs: []string{"create", "update", "delete"},
 		}},
 		Caches: []schema.GroupResource{{Resource: "pods"}, {Resource: "services"}, {Resource: "endpoints"}},
+		// An address per pod IP, ready or not, with its node and hostname; named target
+		// ports from the containers and sidecars (init containers that always restart).
+		PodFields: []controllers.PodField{
+			controllers.PodNodeName, controllers.PodHostname, controllers.PodSubdomain,
+			controllers.PodContainerNames, controllers.PodContainerPorts,
+			controllers.PodInitContainerNames, controllers.PodInitContainerPorts, controllers.PodInitContainerRestartPolicies,
+			controllers.PodPhase, controllers.PodReadyCondition, controllers.PodIP, controllers.PodIPs,
+		},
 	}
+}
+
+// New builds the controller from the app's shared context. It asks the shared factory for
+// the pod, Service and Endpoints informers; the app starts them, and runs the controller
+// with --concurrent-endpoint-syncs workers.
+func New(ctx context.Context, cc controllers.Context) (controllers.Controller, int, error) {
+	opts := controllers.OptionsFor[*Options](cc.Config, Name, NewOptions)
+	client, err := cc.Clients.Client(Name)
+	if err != nil {
+		return nil, 0, fmt.Errorf("building client for %s: %w", Name, err)
+	}
+	core := cc.InformerFactory.Core().V1()
+	c, err := NewController(ctx, core.Pods(), core.Services(), core.Endpoints(), client,
+		cc.Events.Recorder(ComponentName), opts.UpdatesBatchPeriod)
+	if err != nil {
+		return nil, 0, err
+	}
+	c.caches = cc.Caches
+	c.syncs = cc.Syncs
+	return c, int(opts.ConcurrentSyncs), nil
 }

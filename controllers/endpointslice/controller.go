@@ -82,26 +82,6 @@ const (
 	topologyKey = "topology"
 )
 
-// New builds the controller from the app's shared context. It asks the shared factory
-// for the pod, Service, Node and EndpointSlice informers; the app starts them.
-func New(ctx context.Context, cc controllers.Context) (controllers.Controller, error) {
-	opts := controllers.OptionsFor[*Options](cc.Config, Name, NewOptions)
-	client, err := cc.Clients.Client(Name)
-	if err != nil {
-		return nil, fmt.Errorf("building the %s client: %w", Name, err)
-	}
-	core := cc.InformerFactory.Core().V1()
-	c, err := NewController(ctx, core.Pods(), core.Services(), core.Nodes(),
-		cc.InformerFactory.Discovery().V1().EndpointSlices(), client,
-		cc.Events.Recorder(ComponentName), opts.MaxEndpointsPerSlice, opts.UpdatesBatchPeriod)
-	if err != nil {
-		return nil, err
-	}
-	c.caches = cc.Caches
-	c.syncs = cc.Syncs
-	return queueworker.Bind(Name, c, int(opts.ConcurrentSyncs)), nil
-}
-
 // Controller keeps the EndpointSlices of selector-based Services in line with their pods.
 type Controller struct {
 	// client deletes the slices of deleted Services; the reconciler writes with it too.

@@ -16,7 +16,6 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
-	"github.com/mini-kcm/mini-kcm/controllers/queueworker"
 )
 
 func TestDescriptorUsesUpstreamNamesAndIsOnByDefault(t *testing.T) {
@@ -60,21 +59,17 @@ func TestNewBuildsTheControllerFromTheAppContextAndRegistersItsInformers(t *test
 		}},
 	}
 
-	got, err := New(ctx, cc)
+	got, workers, err := New(ctx, cc)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 
-	if got.Name() != "endpointslice-controller" {
-		t.Errorf("Name() = %q", got.Name())
-	}
 	// Upstream's user agent suffix and event source.
 	if !slices.Equal(clients.asked, []string{"endpointslice-controller"}) || !slices.Equal(events.asked, []string{"endpoint-slice-controller"}) {
 		t.Errorf("asked for clients %v and recorders %v", clients.asked, events.asked)
 	}
-	r := got.(*queueworker.Runner[*Controller])
-	if r.Workers != 3 || r.Controller.batchPeriod != time.Second {
-		t.Errorf("workers %d, batch period %v; want 3 and 1s", r.Workers, r.Controller.batchPeriod)
+	if c := got.(*Controller); workers != 3 || c.batchPeriod != time.Second {
+		t.Errorf("workers %d, batch period %v; want 3 and 1s", workers, c.batchPeriod)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -89,9 +84,10 @@ func TestNewBuildsTheControllerFromTheAppContextAndRegistersItsInformers(t *test
 			t.Errorf("no synced informer for %T in %v", obj, synced)
 		}
 	}
-	r.Controller.queue.ShutDown()
-	r.Controller.podQueue.ShutDown()
-	r.Controller.topologyQueue.ShutDown()
+	c := got.(*Controller)
+	c.queue.ShutDown()
+	c.podQueue.ShutDown()
+	c.topologyQueue.ShutDown()
 }
 
 func TestOptionsHaveUpstreamDefaultsAndBounds(t *testing.T) {

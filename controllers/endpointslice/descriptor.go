@@ -1,6 +1,9 @@
 package endpointslice
 
 import (
+	"context"
+	"fmt"
+
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
@@ -31,5 +34,35 @@ func Descriptor() controllers.Descriptor {
 			{Resource: "nodes"},
 			{Group: "discovery.k8s.io", Resource: "endpointslices"},
 		},
+		// What k8s.io/endpointslice reads: an endpoint per pod IP, ready, serving or
+		// terminating, with its node (zone) and hostname; named target ports from the
+		// containers and sidecars (init containers that always restart).
+		PodFields: []controllers.PodField{
+			controllers.PodNodeName, controllers.PodHostname, controllers.PodSubdomain,
+			controllers.PodContainerNames, controllers.PodContainerPorts,
+			controllers.PodInitContainerNames, controllers.PodInitContainerPorts, controllers.PodInitContainerRestartPolicies,
+			controllers.PodPhase, controllers.PodReadyCondition, controllers.PodIP, controllers.PodIPs,
+		},
 	}
+}
+
+// New builds the controller from the app's shared context. It asks the shared factory
+// for the pod, Service, Node and EndpointSlice informers; the app starts them, and runs
+// the controller with --concurrent-service-endpoint-syncs workers.
+func New(ctx context.Context, cc controllers.Context) (controllers.Controller, int, error) {
+	opts := controllers.OptionsFor[*Options](cc.Config, Name, NewOptions)
+	client, err := cc.Clients.Client(Name)
+	if err != nil {
+		return nil, 0, fmt.Errorf("building the %s client: %w", Name, err)
+	}
+	core := cc.InformerFactory.Core().V1()
+	c, err := NewController(ctx, core.Pods(), core.Services(), core.Nodes(),
+		cc.InformerFactory.Discovery().V1().EndpointSlices(), client,
+		cc.Events.Recorder(ComponentName), opts.MaxEndpointsPerSlice, opts.UpdatesBatchPeriod)
+	if err != nil {
+		return nil, 0, err
+	}
+	c.caches = cc.Caches
+	c.syncs = cc.Syncs
+	return c, int(opts.ConcurrentSyncs), nil
 }

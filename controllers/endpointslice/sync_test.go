@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/mini-kcm/mini-kcm/app/cachetrim"
+	"github.com/mini-kcm/mini-kcm/controllers"
 )
 
 var web = map[string]string{"app": "web"}
@@ -193,10 +194,10 @@ func TestSyncFailsAsStaleWhileTheCacheMissesOurLastWrite(t *testing.T) {
 	}
 }
 
-// The shared informers trim pods (app/cachetrim) to the fields the controllers read;
-// every field the library reads must survive, or slices would silently lose hostnames,
-// named ports, sidecar ports or addresses. The slices for trimmed and untrimmed pods
-// must be the same.
+// The shared informers trim pods (app/cachetrim) to the fields the controllers declare;
+// every field the library reads must be among this controller's own declarations, or
+// slices would silently lose hostnames, named ports, sidecar ports or addresses. The
+// slices for pods trimmed to those alone and for untrimmed pods must be the same.
 func TestTrimmedPodsYieldTheSameSlicesAsWholePods(t *testing.T) {
 	service := newService("db", web,
 		servicePort("http", 80, intstr.FromString("web")),
@@ -244,9 +245,13 @@ func TestTrimmedPodsYieldTheSameSlicesAsWholePods(t *testing.T) {
 		return created
 	}
 	want := slicesFor(full())
+	trimmer, err := cachetrim.NewTrimmer(controllers.PodReads{Fields: Descriptor().PodFields, Annotations: Descriptor().PodAnnotations})
+	if err != nil {
+		t.Fatal(err)
+	}
 	trimmed := full()
 	for _, p := range trimmed {
-		cachetrim.Trim(p)
+		trimmer.Trim(p)
 	}
 	got := slicesFor(trimmed)
 

@@ -184,23 +184,3 @@ func Run(ctx context.Context, s Spec) {
 	}
 	<-ctx.Done()
 }
-
-// Runner adapts a controller with a Run(ctx, workers) method to controllers.Controller,
-// binding the worker count from its configuration. Tests reach the controller through
-// it.
-type Runner[C interface{ Run(context.Context, int) }] struct {
-	Controller C
-	Workers    int
-	name       string
-}
-
-// Bind returns the controllers.Controller that runs c with the given workers.
-func Bind[C interface{ Run(context.Context, int) }](name string, c C, workers int) *Runner[C] {
-	return &Runner[C]{Controller: c, Workers: workers, name: name}
-}
-
-// Name implements controllers.Controller.
-func (r *Runner[C]) Name() string { return r.name }
-
-// Run implements controllers.Controller.
-func (r *Runner[C]) Run(ctx context.Context) { r.Controller.Run(ctx, r.Workers) }

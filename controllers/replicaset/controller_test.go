@@ -21,7 +21,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
-	"github.com/mini-kcm/mini-kcm/controllers/queueworker"
 )
 
 func TestResolveControllerRefNeedsKindNameAndUID(t *testing.T) {
@@ -299,15 +298,15 @@ func TestDescriptorBuildsTheControllerFromTheSharedContext(t *testing.T) {
 		Caches:          &controllers.CacheSyncTracker{},
 		Config:          controllers.Config{Options: map[string]controllers.Options{Name: workersOptions(3)}},
 	}
-	ctrl, err := d.New(context.Background(), cc)
+	ctrl, workers, err := d.New(context.Background(), cc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ctrl.Name() != "replicaset-controller" || clients.asked != "replicaset-controller" {
-		t.Errorf("name %q, client asked for %q", ctrl.Name(), clients.asked)
+	if clients.asked != "replicaset-controller" {
+		t.Errorf("client asked for %q", clients.asked)
 	}
-	if r := ctrl.(*queueworker.Runner[*Controller]); r.Workers != 3 || r.Controller.caches != cc.Caches || r.Controller.burstReplicas != BurstReplicas {
-		t.Errorf("runner %+v does not use the configured workers, cache tracker and burst", r)
+	if c := ctrl.(*Controller); workers != 3 || c.caches != cc.Caches || c.burstReplicas != BurstReplicas {
+		t.Errorf("controller %+v with %d workers does not use the configured workers, cache tracker and burst", c, workers)
 	}
 	// The constructor asked the factory for both informers, so the app starts them.
 	stop := make(chan struct{})

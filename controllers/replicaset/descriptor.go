@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
-	"github.com/mini-kcm/mini-kcm/controllers/queueworker"
+	"github.com/mini-kcm/mini-kcm/controllers/podranking"
 )
 
 // Descriptor registers the ReplicaSet controller with the controller registry. Its rules
@@ -36,15 +36,27 @@ func Descriptor() controllers.Descriptor {
 			Group: "", Resources: []string{"pods"}, Verbs: []string{"create", "patch", "delete"},
 		}},
 		Caches: []schema.GroupResource{{Group: "apps", Resource: "replicasets"}, {Resource: "pods"}},
+		// Activity, readiness and availability for status and scale-down; the rest ranks
+		// pods to delete (podranking): node, restarts of containers and sidecars, and
+		// the deletion cost.
+		PodFields: []controllers.PodField{
+			controllers.PodNodeName, controllers.PodPhase, controllers.PodReadyCondition,
+			controllers.PodInitContainerNames, controllers.PodInitContainerRestartPolicies,
+			controllers.PodContainerStatusNames, controllers.PodContainerStatusReady, controllers.PodContainerStatusRestartCounts,
+			controllers.PodInitContainerStatusNames, controllers.PodInitContainerStatusReady,
+			controllers.PodInitContainerStatusRestartCounts,
+		},
+		PodAnnotations: []string{podranking.DeletionCostAnnotation},
 	}
 }
 
 // New builds the controller from the shared context: its own client and event recorder,
-// and the shared informers it needs, which it asks for now so the app starts them.
-func New(ctx context.Context, cc controllers.Context) (controllers.Controller, error) {
+// and the shared informers it needs, which it asks for now so the app starts them. The
+// app runs it with --concurrent-replicaset-syncs workers.
+func New(ctx context.Context, cc controllers.Context) (controllers.Controller, int, error) {
 	client, err := cc.Clients.Client(Name)
 	if err != nil {
-		return nil, fmt.Errorf("building the %s client: %w", Name, err)
+		return nil, 0, fmt.Errorf("building the %s client: %w", Name, err)
 	}
 	c, err := NewController(ctx,
 		cc.InformerFactory.Apps().V1().ReplicaSets(),
@@ -55,9 +67,9 @@ func New(ctx context.Context, cc controllers.Context) (controllers.Controller, e
 		cc.Config.Features,
 	)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	c.caches = cc.Caches
 	c.syncs = cc.Syncs
-	return queueworker.Bind(Name, c, workers(cc.Config)), nil
+	return c, workers(cc.Config), nil
 }

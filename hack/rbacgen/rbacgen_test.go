@@ -30,8 +30,8 @@ func throwaway() controllers.Descriptor {
 	return controllers.Descriptor{
 		Name:    "podlabeler-controller",
 		Aliases: []string{"podlabeler"},
-		New: func(context.Context, controllers.Context) (controllers.Controller, error) {
-			return nil, nil
+		New: func(context.Context, controllers.Context) (controllers.Controller, int, error) {
+			return nil, 0, nil
 		},
 		Rules: []controllers.Rule{{
 			Why:   "patch to label the pods of a StatefulSet with their ordinal.",
