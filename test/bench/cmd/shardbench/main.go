@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/mini-kcm/mini-kcm/leaderelection"
+	"github.com/mini-kcm/mini-kcm/options"
 	"github.com/mini-kcm/mini-kcm/test/bench"
 )
 
@@ -56,7 +57,7 @@ func main() {
 		burst      = flag.Int("kube-api-burst", 2000, "--kube-api-burst of every replica")
 		ctrls      = flag.String("controllers", "", "--controllers of every replica (default: mini-kcm's default controllers)")
 		syncs      = flag.Int("concurrent-syncs", 5, "workers of each controller")
-		period     = flag.Duration("shard-rebalance-period", 5*time.Second, "--shard-rebalance-period of every replica")
+		period     = flag.Duration("shard-rebalance-period", options.NewShardingOptions().RebalancePeriod, "--shard-rebalance-period of every replica (default: the product's)")
 		lease      = flag.Duration("leader-elect-lease-duration", 15*time.Second, "--leader-elect-lease-duration of every replica (upstream's default: mini-kcm's 4s loses Leases when a loaded 2-core machine stalls the apiserver for 2s)")
 		renew      = flag.Duration("leader-elect-renew-deadline", 10*time.Second, "--leader-elect-renew-deadline of every replica")
 		retry      = flag.Duration("leader-elect-retry-period", 2*time.Second, "--leader-elect-retry-period of every replica")
