@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/mini-kcm/mini-kcm/app/serving"
 	"github.com/mini-kcm/mini-kcm/controllers"
 	"github.com/mini-kcm/mini-kcm/leaderelection"
 	"github.com/mini-kcm/mini-kcm/sharding"
@@ -68,6 +69,13 @@ type controllerManager struct {
 	takeover *takeoverBarrier
 }
 
+// readiness is serving.Readiness under the name app's wiring uses (run.go, sharded.go),
+// with the lower-case setter sharded.go passes to the shard protocol (Campaigning); it
+// can become *serving.Readiness once sharded.go names that type.
+type readiness struct{ serving.Readiness }
+
+func (r *readiness) setStandby() { r.SetStandby() }
+
 // builtControllers is what the informers stage leaves for runWorkers: the controllers,
 // built but not running, and the tracker their Run reports cache syncs to.
 type builtControllers struct {
@@ -85,7 +93,7 @@ type builtControllers struct {
 // then release the Lease. If the controllers do not stop within the shutdown timeout,
 // it returns an error wrapping leaderelection.ErrControllersStillRunning.
 func (m *controllerManager) run(ctx context.Context) error {
-	m.readiness.setLeading()
+	m.readiness.SetLeading()
 	term := newLifecycle("term")
 	built := m.addStages(term)
 	return term.run(ctx, "controllers", func(ctx context.Context) error {
@@ -152,7 +160,7 @@ func (m *controllerManager) addStages(l *lifecycle) *builtControllers {
 		if m.shard != nil {
 			m.shard.StartCluster()
 		}
-		m.readiness.setInformers(func() []string { return unsyncedInformers(factory) })
+		m.readiness.SetInformers(func() []string { return unsyncedInformers(factory) })
 		// Shutdown waits for the informers and releases their name; a shard's term also
 		// leaves the replica's cluster informers without its handlers.
 		if m.shard != nil {
@@ -174,8 +182,8 @@ func (m *controllerManager) addStages(l *lifecycle) *builtControllers {
 // starting its workers, until ctx is cancelled; see runControllers. It is a leadership
 // term's work, or the process's without leader election.
 func (m *controllerManager) runWorkers(ctx context.Context, built *builtControllers) error {
-	m.readiness.setLeading()
-	m.readiness.setControllersBuilt(built.caches)
+	m.readiness.SetLeading()
+	m.readiness.SetControllersBuilt(built.caches)
 	return m.runControllers(ctx, built.controllers)
 }
 

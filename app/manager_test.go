@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/server/healthz"
+	"k8s.io/apiserver/pkg/server/mux"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
@@ -306,7 +310,7 @@ func TestNilControllerIsSkippedAndDisabledOnesAreNotBuilt(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- m.run(ctx) }()
 	// The skipped controller must not hold /readyz back.
-	readyz := endpoint("/readyz", m.readiness.checks()...)
+	readyz := endpoint("/readyz", m.readiness.Checks()...)
 	deadline := time.Now().Add(5 * time.Second)
 	for code, _ := get(t, readyz, "/readyz"); code != http.StatusOK; code, _ = get(t, readyz, "/readyz") {
 		if time.Now().After(deadline) {
@@ -423,7 +427,7 @@ func TestWarmStandbySyncsItsCachesAndWritesNothingUntilItLeads(t *testing.T) {
 	}
 	m := newTestManager(t, client, c.descriptor(&lists))
 	m.readiness.setStandby()
-	readyz := endpoint("/readyz", m.readiness.checks()...)
+	readyz := endpoint("/readyz", m.readiness.Checks()...)
 
 	process := newLifecycle("process")
 	built := m.addStages(process)
@@ -520,4 +524,20 @@ func TestAControllerWaitingForItsStartIntervalStopsWithoutRunning(t *testing.T) 
 	if ran.Load() {
 		t.Error("the controller ran although mini-kcm shut down before its start interval passed")
 	}
+}
+
+// get serves target with h and returns the answer's code and body.
+func get(t *testing.T, h http.Handler, target string) (int, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, target, nil))
+	body, _ := io.ReadAll(rec.Result().Body)
+	return rec.Code, string(body)
+}
+
+// endpoint serves checks as path, with a path per check beneath it.
+func endpoint(path string, checks ...healthz.HealthChecker) http.Handler {
+	m := mux.NewPathRecorderMux("test")
+	healthz.InstallPathHandler(m, path, checks...)
+	return m
 }

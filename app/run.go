@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mini-kcm/mini-kcm/app/cachetrim"
+	"github.com/mini-kcm/mini-kcm/app/serving"
 	"github.com/mini-kcm/mini-kcm/controllers"
 	"github.com/mini-kcm/mini-kcm/leaderelection"
 	"github.com/mini-kcm/mini-kcm/options"
@@ -102,9 +103,9 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 	events := &eventRecorders{}
 
 	ready := &readiness{}
-	stopReadiness := context.AfterFunc(ctx, ready.setStopping)
+	stopReadiness := context.AfterFunc(ctx, ready.SetStopping)
 	defer stopReadiness()
-	probe := newAPIServerProbe(probeClient.Discovery().RESTClient(), cfg.RESTConfig.Host)
+	probe := serving.NewAPIServerProbe(probeClient.Discovery().RESTClient(), cfg.RESTConfig.Host)
 
 	// A worker wedged in one sync fails /livez and /healthz, naming controller and key.
 	syncs := &controllers.InFlightSyncs{Threshold: cfg.ControllerSyncStuckThreshold}
@@ -121,7 +122,7 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 	if le := cfg.LeaderElection; le.LeaderElect {
 		status.election = &electionStatus{lease: le.ResourceNamespace + "/" + le.ResourceName, warmStandby: le.WarmStandby}
 	}
-	handler := newHandler(newHealthChecks(syncs, watchdog, probe, ready),
+	handler := serving.NewHandler(Version(), serving.NewHealthChecks(syncs, watchdog, probe, &ready.Readiness),
 		cfg.Serving.EnableProfiling, flagz.NamedFlagSetsReader{FlagSets: cfg.Serving.Flags}, status.fields())
 
 	manager := &controllerManager{
@@ -146,8 +147,8 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 	// metrics must work for standbys and for a replica still waiting for the apiserver.
 	// It stops last.
 	process.add("serving", func(ctx context.Context) (func(), error) {
-		srv, err := startServing(ctx, cfg.Serving, handler)
-		return srv.stop, err
+		srv, err := serving.Start(ctx, cfg.Serving, handler)
+		return srv.Stop, err
 	})
 	// Events are recorded until the election ended, so that "stopped leading" gets out.
 	process.add("event broadcaster", func(ctx context.Context) (func(), error) {
@@ -157,14 +158,14 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 	// Wait for the apiserver (a signal ends the wait, which is not an error), then keep
 	// probing it for /readyz through the shutdown.
 	process.add("apiserver probe", func(probeCtx context.Context) (func(), error) {
-		if err := probe.waitUntilHealthy(ctx, apiServerWait); err != nil {
+		if err := probe.WaitUntilHealthy(ctx, apiServerWait); err != nil {
 			if ctx.Err() != nil {
 				return nil, errShutDownWhileStarting
 			}
 			return nil, err
 		}
 		var probing sync.WaitGroup
-		probing.Go(func() { probe.run(probeCtx, apiServerProbeInterval) })
+		probing.Go(func() { probe.Run(probeCtx, apiServerProbeInterval) })
 		return probing.Wait, nil
 	})
 	le := cfg.LeaderElection

@@ -62,7 +62,7 @@ func newTakeoverBarrier(reads metadata.Interface, retryPeriod time.Duration) *ta
 // with a consistent list (see run), as a cold standby's term does.
 func (m *controllerManager) takeOver(ctx context.Context, built *builtControllers) error {
 	logger := klog.FromContext(ctx)
-	m.readiness.setLeading()
+	m.readiness.SetLeading()
 	caches, err := informerCaches(built.factory)
 	if err == nil {
 		barrier := freshness.Barrier{

@@ -2,8 +2,6 @@ package app
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -12,41 +10,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	"github.com/mini-kcm/mini-kcm/app/serving"
 	"github.com/mini-kcm/mini-kcm/controllers"
 )
 
-// replicaStatuszPath serves what this replica knows of itself (see replicaStatus) beside
-// the library's /statusz. The library's page has no room for a component's own lines:
-// its registry has unexported methods and no option but the listed paths (k8s.io/apiserver
-// v0.37), and its structured formats have a fixed schema.
-const replicaStatuszPath = "/statusz/replica"
-
-// statuszField is one line of /statusz/replica: a name and a function that says its value
-// when the page is read. The page is an ordered list of them (see replicaStatus.fields),
-// so that a new line is one more field.
-type statuszField struct {
-	name  string
-	value func() string
-}
-
-// replicaStatusz serves fields as text, one "name: value" line each, for people, like
-// the library's /statusz: nosniff keeps a browser from reading a value (the Lease holder
-// is written by whoever may update the Lease) as markup.
-func replicaStatusz(fields []statuszField) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		var b strings.Builder
-		fmt.Fprintf(&b, "%s replica statusz\n", componentName)
-		b.WriteString("Warning: This endpoint is not meant to be machine parseable, has no formatting compatibility " +
-			"guarantees and is for debugging purposes only.\n\n")
-		for _, f := range fields {
-			// One line per field, whatever the provider returns.
-			fmt.Fprintf(&b, "%s: %s\n", f.name, strings.ReplaceAll(f.value(), "\n", " "))
-		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		_, _ = io.WriteString(w, b.String()) // a client that went away is no error of ours
-	})
-}
+// The lines of /statusz/replica are built here, not in package serving: they are the
+// run mode in words (leader election on or off, warm or cold standby, sharded), which is
+// app's to know; serving only serves them (serving.StatuszField).
 
 // electionStatus is what this replica knows of the leader election, for /statusz/replica: the
 // Lease, this candidate's identity, and what it last read or wrote of the Lease (see
@@ -125,13 +95,13 @@ type replicaStatus struct {
 }
 
 // fields lists the lines of /statusz/replica, in order.
-func (s *replicaStatus) fields() []statuszField {
-	return []statuszField{
-		{name: "Leader election", value: s.leaderElection},
-		{name: "Controllers", value: s.controllers},
-		{name: "Caches", value: s.caches},
-		{name: "Write fence", value: s.fenceMode},
-		{name: "Shards", value: func() string {
+func (s *replicaStatus) fields() []serving.StatuszField {
+	return []serving.StatuszField{
+		{Name: "Leader election", Value: s.leaderElection},
+		{Name: "Controllers", Value: s.controllers},
+		{Name: "Caches", Value: s.caches},
+		{Name: "Write fence", Value: s.fenceMode},
+		{Name: "Shards", Value: func() string {
 			if s.shards == nil {
 				return "not sharded (--shards=1): one leader works on every namespace"
 			}
@@ -150,13 +120,13 @@ func (s *replicaStatus) clock() time.Time {
 // leaderElection says this replica's role and what it last saw of the Lease, e.g.
 // "standby (warm) | Lease kube-system/mini-kcm | identity a_1 | holder b_2 (seen 1s ago) | transitions 3".
 func (s *replicaStatus) leaderElection() string {
-	st := s.ready.state()
+	st := s.ready.State()
 	var parts []string
 	if s.shards != nil {
 		parts = append(parts, "sharded: a Lease per shard (see Shards)")
 	} else if s.election == nil {
 		role := "starting"
-		if st.role == roleLeading {
+		if st.Role == serving.RoleLeading {
 			role = "running the controllers without a Lease"
 		}
 		parts = append(parts, "not electing (--leader-elect=false), "+role)
@@ -165,18 +135,18 @@ func (s *replicaStatus) leaderElection() string {
 		if s.election.warmStandby {
 			mode = "warm"
 		}
-		switch st.role {
-		case roleStarting:
+		switch st.Role {
+		case serving.RoleStarting:
 			parts = append(parts, "starting (waiting for the apiserver)")
-		case roleStandby:
+		case serving.RoleStandby:
 			parts = append(parts, "standby ("+mode+")")
-		case roleLeading:
+		case serving.RoleLeading:
 			parts = append(parts, "leading ("+mode+" standby mode)")
 		}
 		parts = append(parts, "Lease "+s.election.lease)
 		parts = append(parts, s.leaseParts(s.election.snapshot())...)
 	}
-	if st.stopping {
+	if st.Stopping {
 		parts = append(parts, "shutting down")
 	}
 	return strings.Join(parts, " | ")
@@ -224,22 +194,22 @@ func namesOrNone(names []string) string {
 // others wait for; for a warm standby (or a replica without election that has not
 // started its workers yet), whether the shared informers synced.
 func (s *replicaStatus) caches() string {
-	st := s.ready.state()
+	st := s.ready.State()
 	switch {
-	case st.role == roleLeading && st.caches != nil:
-		return controllerCaches(st.caches.Pending())
-	case st.role == roleLeading:
+	case st.Role == serving.RoleLeading && st.Caches != nil:
+		return controllerCaches(st.Caches.Pending())
+	case st.Role == serving.RoleLeading:
 		return "building the controllers"
-	case st.informers != nil:
+	case st.Informers != nil:
 		prefix := ""
-		if st.role == roleStandby {
+		if st.Role == serving.RoleStandby {
 			prefix = "warm standby: "
 		}
-		if unsynced := st.informers(); len(unsynced) > 0 {
+		if unsynced := st.Informers(); len(unsynced) > 0 {
 			return prefix + "waiting for shared informers " + strings.Join(unsynced, ", ")
 		}
 		return prefix + "shared informers synced"
-	case st.role == roleStandby && s.election != nil && !s.election.warmStandby:
+	case st.Role == serving.RoleStandby && s.election != nil && !s.election.warmStandby:
 		return "cold standby: none (the informers start on acquiring the Lease)"
 	default:
 		return "not started yet"

@@ -1,9 +1,7 @@
 package app
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,9 +11,9 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apiserver/pkg/server/statusz/api/v1beta1"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	"github.com/mini-kcm/mini-kcm/app/serving"
 	"github.com/mini-kcm/mini-kcm/controllers"
 )
 
@@ -42,8 +40,33 @@ var (
 	statuszSeen = statuszNow.Add(-2 * time.Second)
 )
 
+// replicaStatuszPath is where package serving puts the lines of replicaStatus.
+const replicaStatuszPath = "/statusz/replica"
+
 func statuszHandler(status *replicaStatus) http.Handler {
-	return newHandler(healthChecks{}, false, nil, status.fields())
+	return serving.NewHandler(Version(), serving.HealthChecks{}, false, nil, status.fields())
+}
+
+// readyAs returns a readiness in role, with the given caches, informers and shutdown, as
+// the replica's stages set them.
+func readyAs(role serving.Role, caches *controllers.CacheSyncTracker, informers func() []string, stopping bool) *readiness {
+	r := &readiness{}
+	switch role {
+	case serving.RoleStandby:
+		r.SetStandby()
+	case serving.RoleLeading:
+		r.SetLeading()
+	}
+	if caches != nil {
+		r.SetControllersBuilt(caches)
+	}
+	if informers != nil {
+		r.SetInformers(informers)
+	}
+	if stopping {
+		r.SetStopping()
+	}
+	return r
 }
 
 // syncedCaches returns a tracker where every controller but waiting synced.
@@ -93,7 +116,7 @@ func TestReplicaStatuszSaysThisReplicasRoleLeaseControllersCachesAndFence(t *tes
 	}{
 		{
 			name:     "a leader whose caches partly synced",
-			ready:    &readiness{role: roleLeading, caches: syncedCaches([]string{"deployment-controller"}, "replicaset-controller", "pods")},
+			ready:    readyAs(serving.RoleLeading, syncedCaches([]string{"deployment-controller"}, "replicaset-controller", "pods"), nil, false),
 			election: leader(true),
 			want: map[string]string{
 				"Leader election": "leading (warm standby mode) | Lease kube-system/mini-kcm | identity host_a | " +
@@ -105,7 +128,7 @@ func TestReplicaStatuszSaysThisReplicasRoleLeaseControllersCachesAndFence(t *tes
 		},
 		{
 			name:     "a leader whose controllers' Run has not started",
-			ready:    &readiness{role: roleLeading, caches: syncedCaches(nil, "replicaset-controller")},
+			ready:    readyAs(serving.RoleLeading, syncedCaches(nil, "replicaset-controller"), nil, false),
 			election: leader(false),
 			want: map[string]string{
 				"Leader election": "leading (cold standby mode) | Lease kube-system/mini-kcm | identity host_a | " +
@@ -115,7 +138,7 @@ func TestReplicaStatuszSaysThisReplicasRoleLeaseControllersCachesAndFence(t *tes
 		},
 		{
 			name:     "a warm standby whose informers synced",
-			ready:    &readiness{role: roleStandby, informers: func() []string { return nil }},
+			ready:    readyAs(serving.RoleStandby, nil, func() []string { return nil }, false),
 			election: standby(true),
 			want: map[string]string{
 				"Leader election": "standby (warm) | Lease kube-system/mini-kcm | identity host_b | holder host_a (seen 2s ago) | transitions 4",
@@ -124,13 +147,13 @@ func TestReplicaStatuszSaysThisReplicasRoleLeaseControllersCachesAndFence(t *tes
 		},
 		{
 			name:     "a warm standby whose informers are syncing",
-			ready:    &readiness{role: roleStandby, informers: func() []string { return []string{"*v1.Pod"} }},
+			ready:    readyAs(serving.RoleStandby, nil, func() []string { return []string{"*v1.Pod"} }, false),
 			election: standby(true),
 			want:     map[string]string{"Caches": "warm standby: waiting for shared informers *v1.Pod"},
 		},
 		{
 			name:     "a cold standby",
-			ready:    &readiness{role: roleStandby},
+			ready:    readyAs(serving.RoleStandby, nil, nil, false),
 			election: standby(false),
 			want: map[string]string{
 				"Leader election": "standby (cold) | Lease kube-system/mini-kcm | identity host_b | holder host_a (seen 2s ago) | transitions 4",
@@ -148,7 +171,7 @@ func TestReplicaStatuszSaysThisReplicasRoleLeaseControllersCachesAndFence(t *tes
 		},
 		{
 			name:  "a replica without leader election, shutting down",
-			ready: &readiness{role: roleLeading, caches: syncedCaches(enabled, ""), stopping: true},
+			ready: readyAs(serving.RoleLeading, syncedCaches(enabled, ""), nil, true),
 			want: map[string]string{
 				"Leader election": "not electing (--leader-elect=false), running the controllers without a Lease | shutting down",
 				"Caches":          "synced: deployment-controller, replicaset-controller",
@@ -176,37 +199,6 @@ func TestReplicaStatuszSaysThisReplicasRoleLeaseControllersCachesAndFence(t *tes
 				}
 			}
 		})
-	}
-}
-
-func TestStatuszIsTheLibrarysAndListsTheReplicasPage(t *testing.T) {
-	status := &replicaStatus{ready: &readiness{role: roleLeading}, fenceMode: func() string { return "off" }}
-	h := statuszHandler(status)
-	code, header, body := getStatusz(t, h, "/statusz", "application/json;v=v1beta1;g=config.k8s.io;as=Statusz")
-	if code != http.StatusOK || !strings.HasPrefix(header.Get("Content-Type"), "application/json") {
-		t.Fatalf("GET /statusz as JSON = %d %s %q, want 200 application/json", code, header.Get("Content-Type"), body)
-	}
-	var s v1beta1.Statusz
-	decoder := json.NewDecoder(bytes.NewReader([]byte(body)))
-	decoder.DisallowUnknownFields()
-	if err := decoder.Decode(&s); err != nil {
-		t.Fatalf("decoding %q as v1beta1.Statusz: %v", body, err)
-	}
-	if s.Kind != "Statusz" || s.APIVersion != "config.k8s.io/v1beta1" || s.Name != componentName ||
-		!strings.Contains(strings.Join(s.Paths, " "), "/metrics") || s.BinaryVersion == "" {
-		t.Errorf("decoded %+v, want the library's v1beta1 Statusz of mini-kcm", s)
-	}
-	if code, _, body := getStatusz(t, h, "/statusz", ""); code != http.StatusOK ||
-		!strings.Contains(body, "mini-kcm statusz") || strings.Contains(body, "Leader election") {
-		t.Errorf("GET /statusz = %d %q, want the library's text alone", code, body)
-	}
-}
-
-func TestReplicaStatuszKeepsEachFieldOnOneLine(t *testing.T) {
-	fields := []statuszField{{name: "Holder", value: func() string { return "<b>x</b>\nforged: line" }}}
-	_, _, body := getStatusz(t, replicaStatusz(fields), replicaStatuszPath, "")
-	if !strings.HasSuffix(body, "\n\nHolder: <b>x</b> forged: line\n") {
-		t.Errorf("body = %q, want the value on the field's one line", body)
 	}
 }
 

@@ -1,4 +1,4 @@
-package app
+package serving
 
 import (
 	"context"
@@ -18,6 +18,11 @@ import (
 
 	"github.com/mini-kcm/mini-kcm/controllers"
 )
+
+// refusingAPIServer is an address that refuses connections. A port freed by closing a
+// test server would not do: it is in the ephemeral range, where a process starting
+// beside the tests (another package's control plane) may be given it.
+const refusingAPIServer = "http://127.0.0.1:1"
 
 func get(t *testing.T, h http.Handler, target string) (int, string) {
 	t.Helper()
@@ -68,12 +73,12 @@ func TestHealthEndpointsWithholdReasonsAndServeThemPerCheck(t *testing.T) {
 
 func TestHandlerServesHealthMetricsAndProfilingOnlyWhenEnabled(t *testing.T) {
 	failing := healthz.NamedCheck("x", func(*http.Request) error { return errors.New("no") })
-	checks := healthChecks{
+	checks := HealthChecks{
 		livez:   []healthz.HealthChecker{healthz.PingHealthz},
 		healthz: []healthz.HealthChecker{healthz.PingHealthz},
 		readyz:  []healthz.HealthChecker{healthz.PingHealthz, failing},
 	}
-	h := newHandler(checks, true, nil, nil)
+	h := NewHandler(testVersion, checks, true, nil, nil)
 	for target, want := range map[string]int{
 		"/livez": 200, "/healthz": 200, "/readyz": 500, "/readyz/x": 500, "/livez/ping": 200, "/healthz/ping": 200,
 		"/metrics": 200, "/debug/pprof/": 200, "/statusz": 200, "/healthz/nope": 404, "/": 404,
@@ -82,14 +87,14 @@ func TestHandlerServesHealthMetricsAndProfilingOnlyWhenEnabled(t *testing.T) {
 			t.Errorf("GET %s = %d, want %d", target, code, want)
 		}
 	}
-	if code, _ := get(t, newHandler(checks, false, nil, nil), "/debug/pprof/"); code != 404 {
+	if code, _ := get(t, NewHandler(testVersion, checks, false, nil, nil), "/debug/pprof/"); code != 404 {
 		t.Errorf("GET /debug/pprof/ with --profiling=false = %d, want 404", code)
 	}
 }
 
 func TestReadyzIsTrueForAHealthyStandbyOrASyncedLeader(t *testing.T) {
-	r := &readiness{}
-	h := endpoint("/readyz", r.checks()...)
+	r := &Readiness{}
+	h := endpoint("/readyz", r.Checks()...)
 	// expect checks /readyz/<check>, which gives the reason, and that /readyz agrees.
 	expect := func(step, check string, wantCode int, wantInBody string) {
 		t.Helper()
@@ -102,18 +107,18 @@ func TestReadyzIsTrueForAHealthyStandbyOrASyncedLeader(t *testing.T) {
 		}
 	}
 	expect("starting", "controllers", 500, "waiting for the apiserver")
-	r.setStandby()
+	r.SetStandby()
 	expect("standby", "controllers", 200, "ok")
-	r.setLeading()
+	r.SetLeading()
 	expect("leading, building", "controllers", 500, "building controllers")
 	caches := &controllers.CacheSyncTracker{}
 	caches.Expect("replicaset-controller")
-	r.setControllersBuilt(caches)
+	r.SetControllersBuilt(caches)
 	expect("leading, caches not synced", "controllers", 500, "replicaset-controller waits for informers")
 	ctx := context.Background()
 	caches.WaitForCacheSync(ctx, "replicaset-controller", controllers.InformerSync{Name: "pods", Synced: func() bool { return true }})
 	expect("leading, caches synced", "controllers", 200, "ok")
-	r.setStopping()
+	r.SetStopping()
 	expect("stopping", "shutdown", 500, "shutting down")
 }
 
@@ -142,12 +147,12 @@ func TestAPIServerProbeReportsTheLastAnswer(t *testing.T) {
 		_, _ = io.WriteString(w, "ok")
 	}))
 	defer apiserver.Close()
-	p := newAPIServerProbe(restClientFor(t, apiserver.URL), apiserver.URL)
+	p := NewAPIServerProbe(restClientFor(t, apiserver.URL), apiserver.URL)
 	if err := p.check(nil); err == nil || !strings.Contains(err.Error(), "not contacted yet") {
 		t.Errorf("before the first probe: %v", err)
 	}
-	if err := p.waitUntilHealthy(context.Background(), 5*time.Second); err != nil {
-		t.Fatalf("waitUntilHealthy() = %v", err)
+	if err := p.WaitUntilHealthy(context.Background(), 5*time.Second); err != nil {
+		t.Fatalf("WaitUntilHealthy() = %v", err)
 	}
 	if err := p.check(nil); err != nil {
 		t.Errorf("after a healthy answer: %v", err)
@@ -161,11 +166,11 @@ func TestAPIServerProbeReportsTheLastAnswer(t *testing.T) {
 
 func TestUnreachableAPIServerFailsTheStartWithAClearMessage(t *testing.T) {
 	url := refusingAPIServer
-	p := newAPIServerProbe(restClientFor(t, url), url)
+	p := NewAPIServerProbe(restClientFor(t, url), url)
 	start := time.Now()
-	err := p.waitUntilHealthy(context.Background(), time.Second)
+	err := p.WaitUntilHealthy(context.Background(), time.Second)
 	if err == nil {
-		t.Fatal("waitUntilHealthy() = nil, want an error")
+		t.Fatal("WaitUntilHealthy() = nil, want an error")
 	}
 	for _, want := range []string{"the apiserver at " + url + " did not become healthy within 1s", "connection refused", "--kubeconfig or --master"} {
 		if !strings.Contains(err.Error(), want) {
@@ -178,11 +183,11 @@ func TestUnreachableAPIServerFailsTheStartWithAClearMessage(t *testing.T) {
 }
 
 func TestShutdownWhileWaitingForTheAPIServerIsNotAnError(t *testing.T) {
-	p := newAPIServerProbe(restClientFor(t, refusingAPIServer), refusingAPIServer)
+	p := NewAPIServerProbe(restClientFor(t, refusingAPIServer), refusingAPIServer)
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(300*time.Millisecond, cancel)
-	if err := p.waitUntilHealthy(ctx, time.Minute); !errors.Is(err, context.Canceled) {
-		t.Errorf("waitUntilHealthy() = %v, want context.Canceled", err)
+	if err := p.WaitUntilHealthy(ctx, time.Minute); !errors.Is(err, context.Canceled) {
+		t.Errorf("WaitUntilHealthy() = %v, want context.Canceled", err)
 	}
 }
 

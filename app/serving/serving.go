@@ -1,4 +1,9 @@
-package app
+// Package serving is the process's HTTPS endpoint: the health endpoints and their
+// checks (/livez, /healthz, /readyz, see HealthChecks and Readiness), /metrics,
+// /debug/pprof, the library's /statusz and /flagz, and /statusz/replica, a page of the
+// lines the caller gives it. It serves what it is handed and does not know how the
+// replica runs (single leader, warm standby or sharded); app wires that in.
+package serving
 
 import (
 	"context"
@@ -25,15 +30,15 @@ import (
 // componentName names mini-kcm in /statusz and /flagz.
 const componentName = "mini-kcm"
 
-// servingShutdownTimeout bounds how long in-flight requests may finish on shutdown.
-const servingShutdownTimeout = 5 * time.Second
+// shutdownTimeout bounds how long in-flight requests may finish on shutdown.
+const shutdownTimeout = 5 * time.Second
 
-// newHandler returns the mux of the endpoint, before authentication and authorization:
-// the health endpoints with a path per check (see healthChecks), /metrics, /debug/pprof
-// (with profiling), /flagz, /statusz and this replica's own /statusz/replica. The handler
-// chain of startServing guards all of it; only the health endpoints' root paths are
-// always allowed (--authorization-always-allow-paths).
-func newHandler(health healthChecks, profiling bool, flags flagz.Reader, replicaFields []statuszField) http.Handler {
+// NewHandler returns the mux of the endpoint, before authentication and authorization:
+// the health endpoints with a path per check (see HealthChecks), /metrics, /debug/pprof
+// (with profiling), /flagz, /statusz (reporting version) and this replica's own
+// /statusz/replica with replicaFields. The handler chain of Start guards all of it; only
+// the health endpoints' root paths are always allowed (--authorization-always-allow-paths).
+func NewHandler(version string, health HealthChecks, profiling bool, flags flagz.Reader, replicaFields []StatuszField) http.Handler {
 	m := mux.NewPathRecorderMux(componentName)
 	health.install(m)
 	m.Handle("/metrics", legacyregistry.Handler())
@@ -47,36 +52,36 @@ func newHandler(health healthChecks, profiling bool, flags flagz.Reader, replica
 	}
 	m.Handle(replicaStatuszPath, replicaStatusz(replicaFields))
 	// Installed last, so that its list of paths names every other endpoint.
-	statusz.Install(m, componentName, statusz.NewRegistry(effectiveVersion(), statusz.WithListedPaths(m.ListedPaths())))
+	statusz.Install(m, componentName, statusz.NewRegistry(effectiveVersion(version), statusz.WithListedPaths(m.ListedPaths())))
 	return m
 }
 
 // effectiveVersion is this build's version as /statusz reports it; a version that does
 // not parse (a build without any version information) is reported as v0.0.0.
-func effectiveVersion() compatibility.EffectiveVersion {
-	v, err := utilversion.ParseSemantic(Version())
+func effectiveVersion(version string) compatibility.EffectiveVersion {
+	v, err := utilversion.ParseSemantic(version)
 	if err != nil {
 		v = utilversion.MajorMinor(0, 0)
 	}
 	return compatibility.NewEffectiveVersion(v, false, utilversion.MajorMinor(0, 0), utilversion.MajorMinor(0, 0))
 }
 
-// server is the running HTTPS server of the endpoint.
-type server struct {
+// Server is the running HTTPS server of the endpoint.
+type Server struct {
 	// stopCh, when closed, stops the server.
 	stopCh chan struct{}
 	// stopped is closed once in-flight requests finished and the server returned.
 	stopped <-chan struct{}
 }
 
-// startServing listens synchronously, so that a port in use fails the start with a
+// Start listens synchronously, so that a port in use fails the start with a
 // clear error; builds the certificate (a self-signed one without --tls-cert-file), the
 // delegating authenticator and authorizer, as kube-controller-manager does; and serves
 // in the background until stop. It returns nil with --secure-port=0.
 //
 // The certificate files, the client CA and the front-proxy CA are reloaded when they
 // change, by the library's dynamic certificate controllers, which run until stop.
-func startServing(ctx context.Context, cfg options.ServingConfig, handler http.Handler) (*server, error) {
+func Start(ctx context.Context, cfg options.ServingConfig, handler http.Handler) (*Server, error) {
 	logger := klog.FromContext(ctx)
 	if cfg.SecureServing == nil || cfg.SecureServing.BindPort == 0 {
 		logger.Info("Serving is off (--secure-port=0): no health probes and no metrics")
@@ -110,12 +115,12 @@ func startServing(ctx context.Context, cfg options.ServingConfig, handler http.H
 		return nil, fmt.Errorf("setting up delegated authorization: %w; check --authorization-kubeconfig", err)
 	}
 
-	s := &server{stopCh: make(chan struct{})}
+	s := &Server{stopCh: make(chan struct{})}
 	// kube-controller-manager's chain, innermost first: authorization, authentication (a
 	// failure answers 401), request info, no caching, request logging at -v=3 and panic
 	// recovery. Importing it costs 8 packages and 12 KB of binary over writing it out.
 	chain := controllermanager.BuildHandlerChain(handler, &authz, &authn)
-	stopped, _, err := servingInfo.Serve(chain, servingShutdownTimeout, s.stopCh)
+	stopped, _, err := servingInfo.Serve(chain, shutdownTimeout, s.stopCh)
 	if err != nil {
 		_ = servingInfo.Listener.Close()
 		return nil, fmt.Errorf("serving HTTPS on %s: %w", servingInfo.Listener.Addr(), err)
@@ -125,9 +130,9 @@ func startServing(ctx context.Context, cfg options.ServingConfig, handler http.H
 	return s, nil
 }
 
-// stop lets in-flight requests finish for up to servingShutdownTimeout, then closes
-// the server and waits for it.
-func (s *server) stop() {
+// Stop lets in-flight requests finish for up to shutdownTimeout, then closes the server
+// and waits for it. It does nothing on a nil Server (serving off).
+func (s *Server) Stop() {
 	if s == nil {
 		return
 	}
