@@ -46,10 +46,6 @@ type AuditEvent struct {
 	} `json:"objectRef"`
 	ResponseStatus *struct {
 		Code int32 `json:"code"`
-		// Message and Reason are those of a failed request's Status (an admission
-		// policy's denial, for one).
-		Message string `json:"message"`
-		Reason  string `json:"reason"`
 	} `json:"responseStatus"`
 	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
 	StageTimestamp           time.Time `json:"stageTimestamp"`

@@ -17,6 +17,10 @@ import (
 	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
 )
 
+// validationFailureAnnotation is the audit annotation with which the apiserver records
+// a ValidatingAdmissionPolicy's denial (its policy, binding and message).
+const validationFailureAnnotation = "validation.policy.admission.k8s.io/validation_failure"
+
 // TestTheApiserverRefusesAFrozenShardHoldersWritesWhenItsInProcessFenceIsOff proves
 // the apiserver's half of the sharded fence alone (deploy/sharded/fence/): three
 // replicas run with --shards=3 and --leader-elect-apiserver-fence, against the sharded
@@ -161,11 +165,10 @@ func TestTheApiserverRefusesAFrozenShardHoldersWritesWhenItsInProcessFenceIsOff(
 		if !isWrite(&e) || !strings.Contains(e.UserAgent, staleTerm) || e.RequestReceivedTimestamp.Before(resumed) {
 			continue
 		}
-		message := ""
-		if e.ResponseStatus != nil {
-			message = e.ResponseStatus.Message
-		}
-		if e.Code() == 403 && strings.Contains(message, "write fenced by the apiserver") &&
+		// The policy's denial, as the apiserver annotates it: policy, binding, message.
+		message := e.Annotations[validationFailureAnnotation]
+		if e.Code() == 403 && strings.Contains(message, `"policy":"`+leaderelection.ShardFencePolicyName+`"`) &&
+			strings.Contains(message, "write fenced by the apiserver") &&
 			strings.Contains(message, "writes as holder "+staleHolder+" of shard lease "+f.LeaseNamespace+"/"+lease) {
 			refused++
 			if refused == 1 {
