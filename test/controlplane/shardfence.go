@@ -45,7 +45,8 @@ func ShardFencePolicy(identities string) (*admissionregistrationv1.ValidatingAdm
 
 // ShardFenceBindings reads the first binding of deploy/sharded/fence/bindings.yaml and
 // returns one like it per shard Lease leaseNamespace/leaseName-0 … -(shards-1), named
-// after prefix, for the objects of namespaces only.
+// after prefix, for the objects of namespaces only (nil: of every namespace, as
+// deploy/sharded/ binds them).
 func ShardFenceBindings(prefix, leaseNamespace, leaseName string, shards int, namespaces []string) ([]*admissionregistrationv1.ValidatingAdmissionPolicyBinding, error) {
 	data, err := os.ReadFile(filepath.Join(repoRoot(), shardFenceBindingsFile))
 	if err != nil {
@@ -69,11 +70,13 @@ func ShardFenceBindings(prefix, leaseNamespace, leaseName string, shards int, na
 		b.Name = fmt.Sprintf("%s-%d", prefix, i)
 		b.Spec.ParamRef.Namespace = leaseNamespace
 		b.Spec.ParamRef.Name = fmt.Sprintf("%s-%d", leaseName, i)
-		b.Spec.MatchResources = &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
-			MatchExpressions: []metav1.LabelSelectorRequirement{{
-				Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: namespaces,
-			}},
-		}}
+		if namespaces != nil {
+			b.Spec.MatchResources = &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+				MatchExpressions: []metav1.LabelSelectorRequirement{{
+					Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: namespaces,
+				}},
+			}}
+		}
 		bindings = append(bindings, b)
 	}
 	return bindings, nil
