@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/mini-kcm/mini-kcm/app"
@@ -29,7 +32,9 @@ import (
 // frozen (SIGSTOP) in the middle of creating that tenant's pods; the others take the
 // shard over and finish; when it resumes, the writes of its stale term reach the
 // apiserver (nothing in the process stops them) and every one of them is refused by
-// the policy, as the audit log shows. Every tenant ends with exactly its pods.
+// the policy, as the audit log shows. Every tenant ends with exactly its pods. Dry runs
+// then show the policy's other cases: no shard Lease named is refused, the current
+// holder is admitted, a Lease no binding takes passes (the start check covers that).
 //
 // Other timings, and why: --kube-api-qps=10 and --kube-api-burst=10 make a scale-up
 // to 100 pods take about 9s, so that the test can freeze the holder in the middle of
@@ -201,6 +206,36 @@ func TestTheApiserverRefusesAFrozenShardHoldersWritesWhenItsInProcessFenceIsOff(
 		t.Errorf("the frozen term sent no write after it resumed; the test proves nothing (the in-process fence is off: want it to try)")
 	}
 	assertOneWriterAtATime(t, f, tenants)
+
+	// The policy's other cases, as a dry run (admission runs, nothing is stored) by a
+	// user of the replicas' group (in system:masters, as theirs): one that names no shard Lease is refused, one that names the shard with
+	// its current holder is admitted, and the shard's binding ignores a write naming
+	// another Lease.
+	current := ptr.Deref(shardLeases(t, f)[shard].Spec.HolderIdentity, "")
+	dryRunAs := func(extra map[string][]string) error {
+		cfg := f.ControlPlane.RESTConfig()
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: "shard-fence-probe", Groups: []string{"system:masters", framework.ReplicaGroup}, Extra: extra}
+		client, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}}
+		_, err = client.CoreV1().Pods(tenants[0]).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err
+	}
+	shardLease := f.LeaseNamespace + "/" + lease
+	if err := dryRunAs(map[string][]string{leaderelection.LeaseHolderExtra: {current}}); err == nil ||
+		!strings.Contains(err.Error(), "sends no "+leaderelection.ShardLeaseExtra+" extra") {
+		t.Errorf("a write with the holder but no shard Lease: %v, want refused by the policy, saying the extra is missing", err)
+	}
+	if err := dryRunAs(map[string][]string{leaderelection.LeaseHolderExtra: {current}, leaderelection.ShardLeaseExtra: {shardLease}}); err != nil {
+		t.Errorf("a write of the shard's current holder %s: %v, want admitted", current, err)
+	}
+	if err := dryRunAs(map[string][]string{leaderelection.LeaseHolderExtra: {staleHolder},
+		leaderelection.ShardLeaseExtra: {f.LeaseNamespace + "/" + f.LeaseName + "-not-bound"}}); err != nil {
+		t.Errorf("a write naming a Lease no binding takes: %v, want admitted (the start check makes sure every shard is bound)", err)
+	}
 }
 
 // auditMessages returns, by audit ID, the message of each failed request in the audit
