@@ -60,6 +60,13 @@ type clientBuilder struct {
 	// trimmer keeps of cached pods what the registry's controllers read (package
 	// cachetrim); nil caches them whole.
 	trimmer *cachetrim.Trimmer
+	// lease, in a shard term under --leader-elect-apiserver-fence, is the shard Lease
+	// (namespace/name) the term holds: the controllers' clients send it beside holder
+	// (leaderelection.ImpersonateShardHolder), for the binding of that shard's Lease.
+	lease string
+	// inProcessFenceOff leaves fence out of the clients' transports; only e2e tests set
+	// it, through NoInProcessFenceEnv, to prove the apiserver's half of the fence alone.
+	inProcessFenceOff bool
 }
 
 // Config returns the configuration of name's client: a copy of the base configuration
@@ -93,12 +100,18 @@ func (b clientBuilder) Config(name string) (*rest.Config, error) {
 	cfg.RateLimiter = throttle.New(cfg.QPS, cfg.Burst)
 	// With the credentials it writes with, so that a ServiceAccount impersonates itself.
 	if b.holder != "" && b.controllers[name] {
-		if err := leaderelection.ImpersonateHolder(context.Background(), cfg, name, b.holder); err != nil {
+		impersonate := func() error { return leaderelection.ImpersonateHolder(context.Background(), cfg, name, b.holder) }
+		if b.lease != "" {
+			impersonate = func() error {
+				return leaderelection.ImpersonateShardHolder(context.Background(), cfg, name, b.holder, b.lease)
+			}
+		}
+		if err := impersonate(); err != nil {
 			return nil, err
 		}
 	}
 	// After the credentials: AnonymousClientConfig above keeps no transport wrappers.
-	if b.fence != nil {
+	if b.fence != nil && !b.inProcessFenceOff {
 		cfg.Wrap(b.fence.Transport(name))
 	}
 	return cfg, nil
@@ -206,6 +219,14 @@ const (
 // there that delays the informers' watch streams while every other request flows
 // (test/e2e/ha's takeover test); it is not a supported setting.
 const InformerAddressEnv = "MINI_KCM_E2E_INFORMER_ADDRESS"
+
+// NoInProcessFenceEnv, when set to true, leaves the in-process write fence
+// (leaderelection.Fence) out of every client: a replica then writes whether or not it
+// holds its Lease, and only the apiserver's admission policy
+// (--leader-elect-apiserver-fence) stops a stale holder. It exists for e2e tests only,
+// which prove that policy alone (test/e2e/sharding's frozen-holder test); it is not a
+// supported setting, and the replica logs an error at start when it is set.
+const NoInProcessFenceEnv = "MINI_KCM_E2E_NO_INPROCESS_FENCE"
 
 // informerHTTPClient returns an HTTP client for cfg on a transport of its own, built
 // as client-go builds its shared ones (TLS, dialer, proxy and authentication from cfg)

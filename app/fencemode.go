@@ -16,12 +16,16 @@ import (
 //     controllers' writes carry the lease-holder extra that the ValidatingAdmissionPolicy
 //     of deploy/fence/ compares with the Lease. The binary cannot tell whether that
 //     policy is installed (reading it would need a grant it has no other use for); the
-//     mode says what this replica sends.
+//     mode says what this replica sends. Sharded, the writes also carry the shard Lease,
+//     and the policy is deploy/sharded/fence/'s, bound once per shard Lease.
 func fenceMode(cfg *options.Config) string {
 	le := cfg.LeaderElection
 	switch {
 	case !le.LeaderElect:
 		return "off (no leader election)"
+	case cfg.Sharding.Shards > 1 && le.APIServerFence:
+		return "in-process, one fence per shard Lease, and apiserver (ValidatingAdmissionPolicy " +
+			leaderelection.ShardFencePolicyName + ", one binding per shard Lease)"
 	case cfg.Sharding.Shards > 1:
 		return "in-process, one fence per shard Lease"
 	case le.APIServerFence:

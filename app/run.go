@@ -6,6 +6,7 @@ import (
 	"os"
 	goruntime "runtime"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -73,13 +74,20 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 			return err
 		}
 	}
-	logger.Info("Write fence", "mode", fenceMode(cfg))
 	// The shared informers keep of pods what the registered controllers declare they read.
 	trimmer, err := cachetrim.NewTrimmer(reg.PodReads())
 	if err != nil {
 		return fmt.Errorf("trimming cached pods: %w", err)
 	}
+	mode := fenceMode(cfg)
 	clients := clientBuilder{base: cfg.RESTConfig, fence: fence, trimmer: trimmer}
+	if off, _ := strconv.ParseBool(os.Getenv(NoInProcessFenceEnv)); off && fence != nil {
+		clients.inProcessFenceOff = true
+		mode += "; IN-PROCESS FENCE OFF (" + NoInProcessFenceEnv + ", for e2e tests only)"
+		logger.Error(nil, "TEST ONLY: the in-process write fence is off: this replica writes whether or not it holds its Lease, "+
+			"and only the apiserver's admission policy stops a stale holder; never set this outside e2e tests", "env", NoInProcessFenceEnv)
+	}
+	logger.Info("Write fence", "mode", mode)
 	if cfg.LeaderElection.APIServerFence {
 		clients.holder, clients.controllers = identity, controllerNames(reg)
 	}
@@ -116,7 +124,6 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 		// the kubelet's liveness probe should restart it (kubernetes#70819).
 		watchdog = clientgoleaderelection.NewLeaderHealthzAdaptor(watchdogTolerance)
 	}
-	mode := fenceMode(cfg)
 	status := &replicaStatus{ready: ready, fenceMode: func() string { return mode }}
 	status.enabled, status.disabled = enabledAndDisabled(reg, cfg.EnabledControllers)
 	if le := cfg.LeaderElection; le.LeaderElect {
@@ -179,12 +186,21 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 	case cfg.Sharding.Shards > 1:
 		// Active-active: the namespaces are cut into shards, and this replica runs the
 		// controllers on its fair share of them; see sharding.Replica.
-		replica, buildErr := newShardedReplica(cfg, manager, clients, probeClient, events, ready)
+		replica, buildErr := newShardedReplica(cfg, manager, clients, identity, probeClient, events, ready)
 		if buildErr != nil {
 			return buildErr
 		}
 		status.shards = replica.Status
-		err = process.run(ctx, "shards", replica.Run)
+		err = process.run(ctx, "shards", func(ctx context.Context) error {
+			// The apiserver's half of the fence needs one binding per shard; without
+			// them a shard's stale holder would be fenced in-process only.
+			if le.APIServerFence {
+				if err := checkShardFenceBindings(ctx, probeClient, le.ResourceNamespace, le.ResourceName, cfg.Sharding.Shards); err != nil {
+					return err
+				}
+			}
+			return replica.Run(ctx)
+		})
 	case le.WarmStandby:
 		// A warm standby builds the controllers and syncs the informers before and
 		// during the election, so that leading only starts the workers: the election

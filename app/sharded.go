@@ -20,7 +20,12 @@ import (
 // newShardedReplica wires a sharded replica (package sharding holds the protocol) to
 // the process: manager is the single leader's controller manager, of which each shard's
 // term runs a copy restricted to the shard, with its clients fenced by the shard's Lease.
-func newShardedReplica(cfg *options.Config, manager *controllerManager, clients clientBuilder,
+//
+// identity is the replica's leader-election identity, the holder of its shard Leases;
+// under --leader-elect-apiserver-fence each term's controller clients send it with the
+// shard Lease's name, which the sharded fence policy (deploy/sharded/fence/) compares
+// with that Lease.
+func newShardedReplica(cfg *options.Config, manager *controllerManager, clients clientBuilder, identity string,
 	probe kubernetes.Interface, events *eventRecorders, ready *readiness) (*sharding.Replica, error) {
 	le := cfg.LeaderElection
 	timings := leaderelection.Timings{LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod}
@@ -33,10 +38,6 @@ func newShardedReplica(cfg *options.Config, manager *controllerManager, clients 
 		return nil, err
 	}
 	leaseWatch, err := leaderelection.NewWatchClient(cfg.RESTConfig, userAgent("leader-election"))
-	if err != nil {
-		return nil, err
-	}
-	identity, err := leaderelection.NewIdentity()
 	if err != nil {
 		return nil, err
 	}
@@ -76,6 +77,9 @@ func newShardedReplica(cfg *options.Config, manager *controllerManager, clients 
 			m := *manager
 			shardClients := clients
 			shardClients.fence = term.Fence
+			if shardClients.holder != "" {
+				shardClients.lease = le.ResourceNamespace + "/" + sharding.ShardLeaseName(le.ResourceName, term.Shard)
+			}
 			shardClients.shardTerm = fmt.Sprintf("shard %d, epoch %d, term %d", term.Shard, term.Epoch, time.Now().UnixMilli())
 			m.clients = shardClients
 			m.readiness = &readiness{}

@@ -20,9 +20,9 @@ import (
 )
 
 // kustomizations are the directories users apply with `kubectl apply -k`, and the two
-// they are built from that hold manifests of their own (rbac/, fence/ and
-// sharded/lease-scope/).
-var kustomizations = []string{".", "base", "sharded", "static-pod", "sample", "fence", "rbac", "sharded/lease-scope"}
+// they are built from that hold manifests of their own (rbac/, fence/,
+// sharded/lease-scope/ and sharded/fence/).
+var kustomizations = []string{".", "base", "sharded", "static-pod", "sample", "fence", "rbac", "sharded/lease-scope", "sharded/fence"}
 
 // defaultImage is the image the manifests name until an install overrides it.
 const defaultImage = "mini-kcm:dev"
@@ -69,7 +69,7 @@ func images(m manifests) map[string][]string {
 func TestEveryKustomizationBuildsWithKustomize(t *testing.T) {
 	wantNamespace := map[string]string{".": "kube-system", "base": "kube-system", "sharded": "kube-system",
 		"static-pod": "kube-system", "fence": "kube-system", "rbac": "kube-system", "sample": "mini-kcm-demo",
-		"sharded/lease-scope": "kube-system"}
+		"sharded/lease-scope": "kube-system", "sharded/fence": "kube-system"}
 	for _, dir := range kustomizations {
 		t.Run(dir, func(t *testing.T) {
 			m := loadKustomization(t, dir)
@@ -99,16 +99,19 @@ func TestEveryKustomizationBuildsWithKustomize(t *testing.T) {
 	}
 }
 
-// The in-cluster installs run the same three replicas; the default one adds the
-// apiserver's fence, the sharded one --shards and the Role its Leases need.
+// The in-cluster installs run the same three replicas, both with the apiserver's fence:
+// the default one binds deploy/fence/'s policy to its Lease, the sharded one adds
+// --shards, the Role its Leases need and binds its own policy to each shard Lease.
 func TestInClusterInstallsRunTheReplicasWithTheirFlags(t *testing.T) {
 	for _, tc := range []struct {
 		dir       string
 		extraArgs []string
 		fence     bool
+		// shardFences is the number of bindings of the sharded fence.
+		shardFences int
 	}{
 		{dir: ".", fence: true},
-		{dir: "sharded", extraArgs: []string{"--shards=6", "--leader-elect-apiserver-fence=false"}},
+		{dir: "sharded", extraArgs: []string{"--shards=6"}, shardFences: 6},
 	} {
 		t.Run(tc.dir, func(t *testing.T) {
 			m := loadKustomization(t, tc.dir)
@@ -132,14 +135,20 @@ func TestInClusterInstallsRunTheReplicasWithTheirFlags(t *testing.T) {
 			if !slices.Equal(c.Args, want) {
 				t.Errorf("args = %q,\nwant %q", c.Args, want)
 			}
-			fenceBindings := 0
+			fenceBindings, shardFenceBindings := 0, 0
 			for _, b := range all[*admissionregistrationv1.ValidatingAdmissionPolicyBinding](m) {
-				if b.Spec.PolicyName == leaderelection.FencePolicyName {
+				switch b.Spec.PolicyName {
+				case leaderelection.FencePolicyName:
 					fenceBindings++
+				case leaderelection.ShardFencePolicyName:
+					shardFenceBindings++
 				}
 			}
 			if got := fenceBindings == 1; got != tc.fence {
 				t.Errorf("%d fence policy bindings, want the fence: %v", fenceBindings, tc.fence)
+			}
+			if shardFenceBindings != tc.shardFences {
+				t.Errorf("%d sharded fence policy bindings, want %d", shardFenceBindings, tc.shardFences)
 			}
 			hasShardingRole := slices.ContainsFunc(all[*rbacv1.Role](m), func(r *rbacv1.Role) bool { return r.Name == "mini-kcm:sharding" })
 			if wantRole := len(tc.extraArgs) > 0; hasShardingRole != wantRole {

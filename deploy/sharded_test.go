@@ -3,6 +3,7 @@ package deploy
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -11,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/diff"
+
+	"github.com/mini-kcm/mini-kcm/leaderelection"
 )
 
 // shardsPatchFile is the sharded overlay's JSON patch of the StatefulSet.
@@ -26,11 +29,12 @@ func objectKey(t *testing.T, o runtime.Object) string {
 	return fmt.Sprintf("%T %s/%s", o, obj.GetNamespace(), obj.GetName())
 }
 
-// The sharded overlay is deploy/ without its fence (fence/), with --shards=6 and the
-// apiserver fence off appended to the StatefulSet's flags, the Role its Leases need and
-// the policy that keeps that Role to mini-kcm's own Leases (lease-scope/); everything
-// else is the base's, object for object.
-func TestShardedOverlayIsTheBaseWithShardsAndWithoutTheFence(t *testing.T) {
+// The sharded overlay is deploy/ with --shards=6 appended to the StatefulSet's flags,
+// the Role its Leases need, the policy that keeps that Role to mini-kcm's own Leases
+// (lease-scope/) and its own fence (sharded/fence/) instead of deploy/fence/: of that,
+// only the Roles that let each controller's account impersonate itself, the same
+// objects in both; everything else is the base's, object for object.
+func TestShardedOverlayIsTheBaseWithShardsAndTheShardFence(t *testing.T) {
 	plain, sharded := loadKustomization(t, "."), loadKustomization(t, "sharded")
 	fence := map[string]bool{}
 	for _, o := range loadKustomization(t, "fence").objects {
@@ -45,6 +49,10 @@ func TestShardedOverlayIsTheBaseWithShardsAndWithoutTheFence(t *testing.T) {
 		got, ok := shardedObjects[key]
 		delete(shardedObjects, key)
 		switch {
+		case fence[key] && ok && isSelfImpersonation(key):
+			if !equality.Semantic.DeepEqual(got, o) {
+				t.Errorf("the sharded fence's %s differs from deploy/fence/'s:\n%s", key, diff.Diff(o, got))
+			}
 		case fence[key] && ok:
 			t.Errorf("the sharded install applies the fence's %s, whose policy binds the single leader's Lease", key)
 		case fence[key]:
@@ -53,9 +61,9 @@ func TestShardedOverlayIsTheBaseWithShardsAndWithoutTheFence(t *testing.T) {
 		case key == objectKey(t, only[*appsv1.StatefulSet](t, plain)):
 			want := o.DeepCopyObject().(*appsv1.StatefulSet)
 			c := &want.Spec.Template.Spec.Containers[0]
-			c.Args = append(c.Args, "--shards=6", "--leader-elect-apiserver-fence=false")
+			c.Args = append(c.Args, "--shards=6")
 			if !equality.Semantic.DeepEqual(got, want) {
-				t.Errorf("the sharded StatefulSet differs from the base's with --shards=6 and the fence off appended:\n%s",
+				t.Errorf("the sharded StatefulSet differs from the base's with --shards=6 appended:\n%s",
 					diff.Diff(want, got))
 			}
 		case !equality.Semantic.DeepEqual(got, o):
@@ -67,14 +75,26 @@ func TestShardedOverlayIsTheBaseWithShardsAndWithoutTheFence(t *testing.T) {
 		added = append(added, key)
 	}
 	slices.Sort(added)
-	want := []string{"*v1.Role kube-system/mini-kcm:sharding", "*v1.RoleBinding kube-system/mini-kcm:sharding",
-		"*v1.ValidatingAdmissionPolicy /" + leaseScopePolicyName, "*v1.ValidatingAdmissionPolicyBinding /" + leaseScopePolicyName}
+	want := []string{"*v1.ClusterRole /mini-kcm:shard-fence-bindings", "*v1.ClusterRole /mini-kcm:shard-lease-extras",
+		"*v1.ClusterRoleBinding /mini-kcm:shard-fence-bindings", "*v1.ClusterRoleBinding /mini-kcm:shard-lease-extras",
+		"*v1.Role kube-system/mini-kcm:sharding", "*v1.RoleBinding kube-system/mini-kcm:sharding",
+		"*v1.ValidatingAdmissionPolicy /" + leaseScopePolicyName, "*v1.ValidatingAdmissionPolicy /" + leaderelection.ShardFencePolicyName,
+		"*v1.ValidatingAdmissionPolicyBinding /" + leaseScopePolicyName}
+	for i := range 6 {
+		want = append(want, fmt.Sprintf("*v1.ValidatingAdmissionPolicyBinding /%s-%d", leaderelection.ShardFencePolicyName, i))
+	}
 	if !slices.Equal(added, want) {
 		t.Errorf("the sharded install adds %v, want %v", added, want)
 	}
 	if sts := only[*appsv1.StatefulSet](t, plain); sts.Spec.Template.Spec.Containers[0].Name != "mini-kcm" {
 		t.Errorf("container 0 of the StatefulSet is %q, which the patch would change instead of mini-kcm", sts.Spec.Template.Spec.Containers[0].Name)
 	}
+}
+
+// isSelfImpersonation tells the Roles and RoleBindings that let a controller's account
+// impersonate itself, which both fences grant.
+func isSelfImpersonation(key string) bool {
+	return strings.Contains(key, " kube-system/mini-kcm:impersonate-self:")
 }
 
 // shardingCalls are the sharded replica's Lease calls beyond the single leader's: the

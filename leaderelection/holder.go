@@ -25,6 +25,17 @@ const LeaseHolderExtra = "mini-kcm.io/lease-holder"
 // FencePolicyName is the name of the ValidatingAdmissionPolicy of deploy/fence/.
 const FencePolicyName = "mini-kcm-lease-fence"
 
+// ShardLeaseExtra is the user extra that carries, in sharded mode under
+// --leader-elect-apiserver-fence, the shard Lease (namespace/name) whose holder
+// LeaseHolderExtra names: a replica holds several shard Leases at once, and the
+// ValidatingAdmissionPolicy ShardFencePolicyName (deploy/sharded/fence/), bound once
+// per shard, compares the holder with the Lease this extra names.
+const ShardLeaseExtra = "mini-kcm.io/lease"
+
+// ShardFencePolicyName is the name of the ValidatingAdmissionPolicy of
+// deploy/sharded/fence/, whose bindings take one shard Lease each as their parameter.
+const ShardFencePolicyName = "mini-kcm-shard-fence"
+
 // selfReviewTimeout bounds each SelfSubjectReview at start.
 const selfReviewTimeout = 10 * time.Second
 
@@ -43,21 +54,38 @@ const selfReviewTimeout = 10 * time.Second
 // pod's name), which RBAC does not use; the audit log still records the authenticated
 // user beside the impersonated one.
 func ImpersonateHolder(ctx context.Context, cfg *rest.Config, client, holder string) error {
+	return impersonateWith(ctx, cfg, client, map[string][]string{LeaseHolderExtra: {holder}})
+}
+
+// ImpersonateShardHolder is ImpersonateHolder for a shard term: besides the holder,
+// the user extra ShardLeaseExtra names the shard Lease (namespace/name) the term holds,
+// so that the binding of that shard's Lease, and only it, compares the holder.
+func ImpersonateShardHolder(ctx context.Context, cfg *rest.Config, client, holder, lease string) error {
+	return impersonateWith(ctx, cfg, client, map[string][]string{LeaseHolderExtra: {holder}, ShardLeaseExtra: {lease}})
+}
+
+// impersonateWith makes cfg's client impersonate its own user with extra; see
+// ImpersonateHolder.
+func impersonateWith(ctx context.Context, cfg *rest.Config, client string, extra map[string][]string) error {
 	self, err := selfReview(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("--leader-elect-apiserver-fence: learning the user of client %q with a SelfSubjectReview: %w", client, err)
 	}
-	impersonate := impersonationOf(self, holder)
+	impersonate := impersonationOf(self, extra)
 	impersonating := rest.CopyConfig(cfg)
 	impersonating.Impersonate = impersonate
 	got, err := selfReview(ctx, impersonating)
 	if err != nil {
 		return impersonationError(client, impersonate, err)
 	}
-	if got.Username != self.Username || !slices.Equal(got.Extra[LeaseHolderExtra], []string{holder}) {
-		return fmt.Errorf("--leader-elect-apiserver-fence: client %q impersonating %q with %s=%q is seen by the apiserver as %q with extras %v; "+
+	seen := got.Username == self.Username
+	for key, values := range extra {
+		seen = seen && slices.Equal([]string(got.Extra[key]), values)
+	}
+	if !seen {
+		return fmt.Errorf("--leader-elect-apiserver-fence: client %q impersonating %q with extras %v is seen by the apiserver as %q with extras %v; "+
 			"an authenticating proxy in between may drop impersonation headers: turn the flag off there",
-			client, self.Username, LeaseHolderExtra, holder, got.Username, got.Extra)
+			client, self.Username, extra, got.Username, got.Extra)
 	}
 	cfg.Impersonate = impersonate
 	return nil
@@ -78,11 +106,11 @@ func selfReview(ctx context.Context, cfg *rest.Config) (authenticationv1.UserInf
 	return review.Status.UserInfo, nil
 }
 
-// impersonationOf returns the impersonation of self by itself with the holder extra.
+// impersonationOf returns the impersonation of self by itself with extra.
 // A ServiceAccount is impersonated without groups: the apiserver then gives it exactly
 // the account's groups, and impersonating them would need a grant on groups. Any other
 // user keeps its groups, but system:authenticated, which the apiserver adds itself.
-func impersonationOf(self authenticationv1.UserInfo, holder string) rest.ImpersonationConfig {
+func impersonationOf(self authenticationv1.UserInfo, extra map[string][]string) rest.ImpersonationConfig {
 	var groups []string
 	if _, _, err := serviceaccount.SplitUsername(self.Username); err != nil {
 		for _, g := range self.Groups {
@@ -94,7 +122,7 @@ func impersonationOf(self authenticationv1.UserInfo, holder string) rest.Imperso
 	return rest.ImpersonationConfig{
 		UserName: self.Username,
 		Groups:   groups,
-		Extra:    map[string][]string{LeaseHolderExtra: {holder}},
+		Extra:    extra,
 	}
 }
 
@@ -112,8 +140,19 @@ func impersonationError(client string, imp rest.ImpersonationConfig, err error) 
 	if len(imp.Groups) > 0 {
 		grants = append(grants, fmt.Sprintf("impersonate on groups %s", strings.Join(imp.Groups, ", ")))
 	}
-	grants = append(grants, fmt.Sprintf("impersonate on authentication.k8s.io userextras/%s", LeaseHolderExtra))
+	extras := make([]string, 0, len(imp.Extra))
+	for key := range imp.Extra {
+		extras = append(extras, key)
+	}
+	slices.Sort(extras)
+	for _, key := range extras {
+		grants = append(grants, fmt.Sprintf("impersonate on authentication.k8s.io userextras/%s", key))
+	}
+	rbacFile, policy := "deploy/fence/rbac.yaml", FencePolicyName
+	if _, sharded := imp.Extra[ShardLeaseExtra]; sharded {
+		rbacFile, policy = "deploy/sharded/fence/rbac.yaml", ShardFencePolicyName
+	}
 	return fmt.Errorf("--leader-elect-apiserver-fence: %s (client %q) may not impersonate itself with the lease-holder extra: %w; "+
-		"grant %s (deploy/fence/rbac.yaml does for deploy/'s identities), or run without --leader-elect-apiserver-fence "+
-		"and without the ValidatingAdmissionPolicy %s", imp.UserName, client, err, strings.Join(grants, " and "), FencePolicyName)
+		"grant %s (%s does for deploy/'s identities), or run without --leader-elect-apiserver-fence "+
+		"and without the ValidatingAdmissionPolicy %s", imp.UserName, client, err, strings.Join(grants, " and "), rbacFile, policy)
 }

@@ -120,3 +120,30 @@ func TestImpersonateHolderNamesTheMissingGrants(t *testing.T) {
 		}
 	}
 }
+
+// A shard term's client sends the shard Lease next to the holder, so that only that
+// shard's binding of the sharded fence compares the holder; a missing grant names both
+// extras and the sharded install's RBAC.
+func TestImpersonateShardHolderAddsTheShardLeaseAndNamesItsGrants(t *testing.T) {
+	fake := &fakeSelfReviews{authenticated: authenticationv1.UserInfo{Username: "system:serviceaccount:kube-system:mini-kcm-replicaset-controller"}}
+	server := httptest.NewServer(fake)
+	defer server.Close()
+	cfg := &rest.Config{Host: server.URL}
+	if err := ImpersonateShardHolder(context.Background(), cfg, "replicaset-controller", "node-1_abc", "kube-system/mini-kcm-2"); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cfg.Impersonate.Extra[LeaseHolderExtra], []string{"node-1_abc"}) ||
+		!slices.Equal(cfg.Impersonate.Extra[ShardLeaseExtra], []string{"kube-system/mini-kcm-2"}) {
+		t.Errorf("impersonation extras %v, want the holder and the shard Lease", cfg.Impersonate.Extra)
+	}
+
+	forbidden := &fakeSelfReviews{authenticated: fake.authenticated, forbidImpersonation: true}
+	server2 := httptest.NewServer(forbidden)
+	defer server2.Close()
+	err := ImpersonateShardHolder(context.Background(), &rest.Config{Host: server2.URL}, "replicaset-controller", "node-1_abc", "kube-system/mini-kcm-2")
+	for _, want := range []string{"userextras/mini-kcm.io/lease-holder", "userextras/mini-kcm.io/lease ", "deploy/sharded/fence/rbac.yaml", ShardFencePolicyName} {
+		if err == nil || !strings.Contains(err.Error()+" ", want) {
+			t.Errorf("error %v does not say %q", err, want)
+		}
+	}
+}

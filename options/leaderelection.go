@@ -88,7 +88,10 @@ func (o *LeaderElectionOptions) AddFlags(fs *pflag.FlagSet) {
 			"ValidatingAdmissionPolicy mini-kcm-lease-fence (deploy/fence/) compares with the Lease's holder. Needs "+
 			"impersonate on the user itself and on userextras/mini-kcm.io/lease-holder (checked at start). Turn it on "+
 			"on every replica before installing the policy: the policy refuses a mini-kcm write without the extra. "+
-			"Without it, only the in-process fence guards writes. Requires --leader-elect.")
+			"Without it, only the in-process fence guards writes. Requires --leader-elect. With --shards above 1, "+
+			"the writes also carry the shard Lease in the user extra mini-kcm.io/lease (impersonate on "+
+			"userextras/mini-kcm.io/lease too), the policy is mini-kcm-shard-fence (deploy/sharded/fence/), bound "+
+			"once per shard Lease, and the replica fails at start unless every shard has its binding.")
 	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration,
 		"The duration that non-leader candidates will wait after observing a leadership renewal until "+
 			"attempting to acquire leadership of a led but unrenewed leader slot. This is effectively the "+

@@ -87,7 +87,7 @@ func (o *Options) Validate(reg *controllers.Registry) []error {
 	errs = append(errs, o.Generic.Validate(reg)...)
 	errs = append(errs, o.FeatureGates.Validate()...)
 	errs = append(errs, o.LeaderElection.Validate()...)
-	errs = append(errs, o.Sharding.Validate(o.LeaderElection.LeaderElect, o.LeaderElection.APIServerFence)...)
+	errs = append(errs, o.Sharding.Validate(o.LeaderElection.LeaderElect)...)
 	errs = append(errs, o.Serving.Validate()...)
 	for _, err := range o.Metrics.Validate() {
 		// The library names its configuration fields; say which flags they are.

@@ -222,8 +222,6 @@ func TestValidateReportsEveryBadFlag(t *testing.T) {
 		{"zero shards", []string{"--shards=0"}, []string{"--shards=0 is out of range: use 1 (a single leader) to 64"}},
 		{"shards without leader election", []string{"--shards=3", "--leader-elect=false"},
 			[]string{"--shards=3 needs --leader-elect=true: shards are handed out through Leases"}},
-		{"shards with the apiserver fence", []string{"--shards=3", "--leader-elect-apiserver-fence"},
-			[]string{"--shards=3 and --leader-elect-apiserver-fence=true: the apiserver's fence policy binds the single leader's Lease"}},
 		{"a rebalance threshold of perfect balance", []string{"--shard-rebalance-threshold=1"},
 			[]string{"--shard-rebalance-threshold=1 must be above 1 (1 is a perfect balance); the default is 1.2"}},
 		{"a rebalance period too short", []string{"--shard-rebalance-period=10ms"},
@@ -284,6 +282,24 @@ func TestAPIServerFenceWithoutLeaderElectionNamesBothFlags(t *testing.T) {
 		if !strings.Contains(errs[0].Error(), want) {
 			t.Errorf("error %q does not say %q", errs[0], want)
 		}
+	}
+}
+
+// Sharded mode has an apiserver fence of its own (deploy/sharded/fence/, one binding
+// per shard Lease), so the flag goes with --shards; the bindings are checked at start.
+func TestShardsGoWithTheAPIServerFence(t *testing.T) {
+	reg := testRegistry(t)
+	kubeconfig := writeFile(t, "kubeconfig", validKubeconfig)
+	o := parse(t, reg, "--kubeconfig", kubeconfig, "--shards=3", "--leader-elect-apiserver-fence")
+	if errs := o.Validate(reg); len(errs) > 0 {
+		t.Fatalf("--shards=3 --leader-elect-apiserver-fence: %v, want it valid", errs)
+	}
+	cfg, err := o.Config(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Sharding.Shards != 3 || !cfg.LeaderElection.APIServerFence {
+		t.Errorf("shards %d, apiserver fence %t reached the Config, want 3 and true", cfg.Sharding.Shards, cfg.LeaderElection.APIServerFence)
 	}
 }
 

@@ -54,14 +54,11 @@ func (o *ShardingOptions) AddFlags(fs *pflag.FlagSet) {
 }
 
 // Validate checks the sharding flags; leaderElect is --leader-elect, which sharding
-// needs, and apiserverFence --leader-elect-apiserver-fence, whose policy binds the one
-// Lease of a single leader.
-func (o *ShardingOptions) Validate(leaderElect, apiserverFence bool) []error {
+// needs. --leader-elect-apiserver-fence goes with any number of shards: sharded, the
+// policy is deploy/sharded/fence/'s, bound once per shard Lease, which the replica
+// checks at start (it needs the apiserver).
+func (o *ShardingOptions) Validate(leaderElect bool) []error {
 	var errs []error
-	if o.Shards > 1 && apiserverFence {
-		errs = append(errs, fmt.Errorf("--shards=%d and --leader-elect-apiserver-fence=true: the apiserver's fence policy binds "+
-			"the single leader's Lease, not the shards'; drop --leader-elect-apiserver-fence (each shard keeps its in-process fence)", o.Shards))
-	}
 	if o.Shards < 1 || o.Shards > maxShards {
 		errs = append(errs, fmt.Errorf("--shards=%d is out of range: use 1 (a single leader) to %d", o.Shards, maxShards))
 	}

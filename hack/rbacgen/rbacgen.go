@@ -9,7 +9,10 @@
 //   - rbac/token-requests.yaml: TokenRequests for exactly the controllers' accounts;
 //   - rbac/kustomization.yaml;
 //   - fence/policy.yaml: the fenced resources (every write of a controller) and identities;
-//   - fence/rbac.yaml: each account's grant to impersonate itself with the holder extra.
+//   - fence/rbac.yaml: each account's grant to impersonate itself with the holder extra;
+//   - sharded/fence/policy.yaml, bindings.yaml and rbac.yaml: the fence of the sharded
+//     install, one binding per shard Lease of the overlay (its --shards and Lease name,
+//     read from deploy/sharded/shards-patch.yaml and deploy/base/statefulset.yaml).
 //
 // `make generate` (go run ./hack/gen-rbac) writes them; Check, run by deploy/'s unit
 // tests, fails when the committed files and the registry disagree.
@@ -21,6 +24,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,8 +59,49 @@ type File struct {
 // ClusterRoleName is the ClusterRole of a controller.
 func ClusterRoleName(controller string) string { return "mini-kcm:" + controller }
 
-// Generate returns every file generated from the registry, in a stable order.
-func Generate(reg *controllers.Registry) []File {
+// ShardedInstall is what the sharded overlay's fence is generated for: its number of
+// shards and the Lease the replicas elect on, whose shard Leases are <name>-0 …
+type ShardedInstall struct {
+	Shards                    int
+	LeaseNamespace, LeaseName string
+}
+
+// The files ReadShardedInstall reads, relative to deploy/.
+const (
+	shardsPatchFile     = "sharded/shards-patch.yaml"
+	baseStatefulSetFile = "base/statefulset.yaml"
+)
+
+// ReadShardedInstall reads the sharded overlay's --shards from its patch, and the
+// Lease flags from the patch or else from the base's StatefulSet (the later flag wins,
+// as the patch appends).
+func ReadShardedInstall(deployDir string) (ShardedInstall, error) {
+	var values = map[string]string{}
+	for _, rel := range []string{baseStatefulSetFile, shardsPatchFile} {
+		data, err := os.ReadFile(filepath.Join(deployDir, filepath.FromSlash(rel)))
+		if err != nil {
+			return ShardedInstall{}, fmt.Errorf("reading the sharded install's flags: %w", err)
+		}
+		for _, m := range flagPattern.FindAllStringSubmatch(string(data), -1) {
+			values[m[1]] = m[2]
+		}
+	}
+	install := ShardedInstall{LeaseNamespace: values["leader-elect-resource-namespace"], LeaseName: values["leader-elect-resource-name"]}
+	shards, err := strconv.Atoi(values["shards"])
+	if err != nil || shards < 2 || install.LeaseNamespace == "" || install.LeaseName == "" {
+		return ShardedInstall{}, fmt.Errorf("deploy/%s and deploy/%s must set --shards (above 1), --leader-elect-resource-namespace "+
+			"and --leader-elect-resource-name; found %v", shardsPatchFile, baseStatefulSetFile, values)
+	}
+	install.Shards = shards
+	return install, nil
+}
+
+// flagPattern matches the flags ReadShardedInstall reads, in a YAML list item or value.
+var flagPattern = regexp.MustCompile(`(?m)^\s*(?:-\s*|value:\s*)--(shards|leader-elect-resource-namespace|leader-elect-resource-name)=(\S+)\s*$`)
+
+// Generate returns every file generated from the registry, in a stable order; sharded
+// is the sharded overlay the sharded fence's bindings are written for.
+func Generate(reg *controllers.Registry, sharded ShardedInstall) []File {
 	var files []File
 	for _, d := range reg.Descriptors() {
 		files = append(files, File{Path: "rbac/" + d.Name + ".yaml", Content: controllerFile(d)})
@@ -67,13 +112,20 @@ func Generate(reg *controllers.Registry) []File {
 		File{Path: "rbac/kustomization.yaml", Content: kustomizationFile(reg)},
 		File{Path: "fence/policy.yaml", Content: fencePolicyFile(reg)},
 		File{Path: "fence/rbac.yaml", Content: fenceRBACFile(reg)},
+		File{Path: "sharded/fence/policy.yaml", Content: shardFencePolicyFile(reg)},
+		File{Path: "sharded/fence/bindings.yaml", Content: shardFenceBindingsFile(sharded)},
+		File{Path: "sharded/fence/rbac.yaml", Content: shardFenceRBACFile(reg)},
 	)
 	return files
 }
 
 // Write writes the generated files under deployDir and removes stale controller files.
 func Write(reg *controllers.Registry, deployDir string) error {
-	files := Generate(reg)
+	sharded, err := ReadShardedInstall(deployDir)
+	if err != nil {
+		return err
+	}
+	files := Generate(reg, sharded)
 	for _, f := range files {
 		path := filepath.Join(deployDir, filepath.FromSlash(f.Path))
 		if err := os.WriteFile(path, f.Content, 0o644); err != nil {
@@ -95,7 +147,11 @@ func Write(reg *controllers.Registry, deployDir string) error {
 // Check compares the files under deployDir with what the registry generates and returns
 // one error per file that differs, is missing or is stale.
 func Check(reg *controllers.Registry, deployDir string) error {
-	files := Generate(reg)
+	sharded, err := ReadShardedInstall(deployDir)
+	if err != nil {
+		return err
+	}
+	files := Generate(reg, sharded)
 	var errs []error
 	for _, f := range files {
 		got, err := os.ReadFile(filepath.Join(deployDir, filepath.FromSlash(f.Path)))
@@ -444,6 +500,28 @@ metadata:
   matchConstraints:
     resourceRules:
 `)
+	b.WriteString(fencedRequests(reg))
+	b.WriteString(`  validations:
+  - expression: >-
+      'mini-kcm.io/lease-holder' in request.userInfo.extra &&
+      has(params.spec.holderIdentity) &&
+      request.userInfo.extra['mini-kcm.io/lease-holder'] == [params.spec.holderIdentity]
+    messageExpression: >-
+      'write fenced by the apiserver: ' + request.userInfo.username +
+      (('mini-kcm.io/lease-holder' in request.userInfo.extra) ?
+      ' writes as holder ' + request.userInfo.extra['mini-kcm.io/lease-holder'][0] + ' of lease ' :
+      ' sends no mini-kcm.io/lease-holder extra (run every replica with --leader-elect-apiserver-fence) for lease ') +
+      params.metadata.namespace + '/' + params.metadata.name + ', which is held by ' +
+      ((has(params.spec.holderIdentity) && params.spec.holderIdentity != '') ? params.spec.holderIdentity : 'nobody')
+    reason: Forbidden
+`)
+	return []byte(b.String())
+}
+
+// fencedRequests writes the resource rules and the identity condition of a fence policy,
+// the end of its matchConstraints and its matchConditions.
+func fencedRequests(reg *controllers.Registry) string {
+	var b strings.Builder
 	fenced := FencedResources(reg)
 	groups := make([]string, 0, len(fenced))
 	for g := range fenced {
@@ -467,21 +545,8 @@ metadata:
     expression: >-
       request.userInfo.username in [
       ` + strings.Join(quoted, ",\n      ") + `]
-  validations:
-  - expression: >-
-      'mini-kcm.io/lease-holder' in request.userInfo.extra &&
-      has(params.spec.holderIdentity) &&
-      request.userInfo.extra['mini-kcm.io/lease-holder'] == [params.spec.holderIdentity]
-    messageExpression: >-
-      'write fenced by the apiserver: ' + request.userInfo.username +
-      (('mini-kcm.io/lease-holder' in request.userInfo.extra) ?
-      ' writes as holder ' + request.userInfo.extra['mini-kcm.io/lease-holder'][0] + ' of lease ' :
-      ' sends no mini-kcm.io/lease-holder extra (run every replica with --leader-elect-apiserver-fence) for lease ') +
-      params.metadata.namespace + '/' + params.metadata.name + ', which is held by ' +
-      ((has(params.spec.holderIdentity) && params.spec.holderIdentity != '') ? params.spec.holderIdentity : 'nobody')
-    reason: Forbidden
 `)
-	return []byte(b.String())
+	return b.String()
 }
 
 func fenceRBACFile(reg *controllers.Registry) []byte {
@@ -499,12 +564,20 @@ func fenceRBACFile(reg *controllers.Registry) []byte {
 # credentials anyway. The replicas' own identity needs no grant: under
 # --use-service-account-credentials it writes nothing the policy fences.
 `)
-	b.WriteString(meta("ClusterRole", rbacAPIVersion, "mini-kcm:lease-holder-extra", ""))
+	b.WriteString(selfImpersonation(reg, "mini-kcm:lease-holder-extra", []string{"userextras/mini-kcm.io/lease-holder"}))
+	return []byte(b.String())
+}
+
+// selfImpersonation writes the ClusterRole role, which grants impersonating the extras,
+// bound to every controller's account, and each account's Role to impersonate itself.
+func selfImpersonation(reg *controllers.Registry, role string, extras []string) string {
+	var b strings.Builder
+	b.WriteString(meta("ClusterRole", rbacAPIVersion, role, ""))
 	b.WriteString("rules:\n")
-	b.WriteString(rule("", "authentication.k8s.io", []string{"userextras/mini-kcm.io/lease-holder"}, nil, []string{"impersonate"}))
+	b.WriteString(rule("", "authentication.k8s.io", extras, nil, []string{"impersonate"}))
 	b.WriteString("---\n")
-	b.WriteString(meta("ClusterRoleBinding", rbacAPIVersion, "mini-kcm:lease-holder-extra", ""))
-	b.WriteString(roleRef("ClusterRole", "mini-kcm:lease-holder-extra"))
+	b.WriteString(meta("ClusterRoleBinding", rbacAPIVersion, role, ""))
+	b.WriteString(roleRef("ClusterRole", role))
 	b.WriteString("subjects:\n")
 	for _, account := range accounts(reg) {
 		b.WriteString(serviceAccountSubject(account))
@@ -520,5 +593,137 @@ func fenceRBACFile(reg *controllers.Registry) []byte {
 		b.WriteString(roleRef("Role", name))
 		b.WriteString("subjects:\n" + serviceAccountSubject(account))
 	}
+	return b.String()
+}
+
+// ShardFencePolicyName is the sharded install's fence policy
+// (leaderelection.ShardFencePolicyName; deploy/'s tests check that they agree).
+const ShardFencePolicyName = "mini-kcm-shard-fence"
+
+// ShardFenceBindingName is the binding of the sharded fence to shard Lease i.
+func ShardFenceBindingName(i int) string { return ShardFencePolicyName + "-" + strconv.Itoa(i) }
+
+func shardFencePolicyFile(reg *controllers.Registry) []byte {
+	var b strings.Builder
+	b.WriteString(generatedHeader)
+	b.WriteString(`#
+# The sharded install's fence (--shards above 1 with --leader-elect-apiserver-fence): the
+# policy of deploy/fence/ for many Leases. A sharded replica holds several shard Leases
+# at once, and each shard term's controller clients send, by impersonating their own
+# user (rbac.yaml), the holder (mini-kcm.io/lease-holder, the replica's identity) and
+# the shard Lease they work under (mini-kcm.io/lease, <namespace>/<name>-<shard>).
+# bindings.yaml binds this policy once per shard Lease; the binding of Lease i refuses a
+# write that names Lease i unless its holder is Lease i's, and lets the writes for the
+# other shards pass to their own bindings. A holder that was frozen, partitioned or
+# suspended while another replica took its shard over still sends the old holder, and
+# its writes are refused here even if its own clock says it still holds the shard.
+#
+# What it covers, and what it does not:
+#   - resources and identities: those of deploy/fence/policy.yaml, and a write of a
+#     mini-kcm identity without the shard Lease extra is refused by every binding.
+#   - the namespace: CEL cannot hash a namespace into its shard, so the policy trusts
+#     the Lease a write names; that a shard's writes stay within its range is checked
+#     on the replica's side (the shard filter of package sharding). The fence guards
+#     against stale holders, not hostile ones, as deploy/fence/ does.
+#   - a shard without a binding is not fenced here: a replica started with
+#     --leader-elect-apiserver-fence checks at start that every shard Lease
+#     0 … --shards-1 has one, and fails otherwise (regenerate bindings.yaml for the new
+#     --shards with make generate).
+#   - the window: as deploy/fence/'s, the apiserver's watch cache lag behind a Lease write.
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: ` + ShardFencePolicyName + `
+` + labels + `spec:
+  # Ignore, as deploy/fence/'s: the apiserver resolves the parameter before it evaluates
+  # the match conditions, so an error there would refuse these writes of every user, not
+  # only mini-kcm's. Every lookup below is guarded, and each shard's in-process fence stays.
+  failurePolicy: Ignore
+  paramKind:
+    apiVersion: coordination.k8s.io/v1
+    kind: Lease
+  matchConstraints:
+    resourceRules:
+`)
+	b.WriteString(fencedRequests(reg))
+	b.WriteString(`  validations:
+  - expression: >-
+      'mini-kcm.io/lease' in request.userInfo.extra
+    messageExpression: >-
+      'write fenced by the apiserver: ' + request.userInfo.username +
+      ' sends no mini-kcm.io/lease extra naming its shard Lease (run every sharded replica with --leader-elect-apiserver-fence)'
+    reason: Forbidden
+  - expression: >-
+      !('mini-kcm.io/lease' in request.userInfo.extra) ||
+      request.userInfo.extra['mini-kcm.io/lease'] != [params.metadata.namespace + '/' + params.metadata.name] ||
+      ('mini-kcm.io/lease-holder' in request.userInfo.extra &&
+      has(params.spec.holderIdentity) &&
+      request.userInfo.extra['mini-kcm.io/lease-holder'] == [params.spec.holderIdentity])
+    messageExpression: >-
+      'write fenced by the apiserver: ' + request.userInfo.username +
+      (('mini-kcm.io/lease-holder' in request.userInfo.extra) ?
+      ' writes as holder ' + request.userInfo.extra['mini-kcm.io/lease-holder'][0] :
+      ' sends no mini-kcm.io/lease-holder extra') +
+      ' of shard lease ' + params.metadata.namespace + '/' + params.metadata.name + ', which is held by ' +
+      ((has(params.spec.holderIdentity) && params.spec.holderIdentity != '') ? params.spec.holderIdentity : 'nobody')
+    reason: Forbidden
+`)
+	return []byte(b.String())
+}
+
+func shardFenceBindingsFile(sharded ShardedInstall) []byte {
+	var b strings.Builder
+	b.WriteString(generatedHeader)
+	b.WriteString(comment("", fmt.Sprintf("This one also from the sharded overlay's flags (--shards=%d in %s, the Lease %s/%s): "+
+		"regenerate when they change.", sharded.Shards, shardsPatchFile, sharded.LeaseNamespace, sharded.LeaseName)))
+	b.WriteString(`#
+# One binding of policy.yaml per shard Lease, each taking that Lease as its parameter, in
+# every namespace. A replica started with --leader-elect-apiserver-fence fails unless
+# every shard it is configured for has its binding here.
+#
+# Without the Lease (before the first replica created it, or after someone deleted it,
+# until the coordinating replica recreates it) the binding admits: the apiserver looks
+# the parameter up before it evaluates the match conditions, so Deny would refuse the
+# pods, ReplicaSets, Deployments, Endpoints and EndpointSlices writes of every user in
+# the cluster, the StatefulSet controller that creates mini-kcm's own pods included.
+# Without the Lease nobody holds the shard, and its in-process fence refuses its writes.
+`)
+	for i := range sharded.Shards {
+		if i > 0 {
+			b.WriteString("---\n")
+		}
+		b.WriteString("apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\nmetadata:\n")
+		b.WriteString("  name: " + ShardFenceBindingName(i) + "\n" + labels)
+		b.WriteString("spec:\n  policyName: " + ShardFencePolicyName + "\n  paramRef:\n")
+		b.WriteString("    namespace: " + sharded.LeaseNamespace + "\n")
+		b.WriteString("    name: " + sharded.LeaseName + "-" + strconv.Itoa(i) + "\n")
+		b.WriteString("    parameterNotFoundAction: Allow\n  validationActions: [Deny]\n")
+	}
+	return []byte(b.String())
+}
+
+func shardFenceRBACFile(reg *controllers.Registry) []byte {
+	var b strings.Builder
+	b.WriteString(generatedHeader)
+	b.WriteString(`#
+# --leader-elect-apiserver-fence with --shards: as deploy/fence/rbac.yaml, each
+# controller's ServiceAccount may impersonate itself, here with two extras, the holder
+# (mini-kcm.io/lease-holder) and the shard Lease (mini-kcm.io/lease). The replicas' own
+# ServiceAccount may list the fence's bindings, which it checks at start (one per shard).
+# The Roles that let each account impersonate itself are deploy/fence/'s, object for
+# object, so that moving between the installs changes none of them.
+`)
+	b.WriteString(selfImpersonation(reg, "mini-kcm:shard-lease-extras",
+		[]string{"userextras/mini-kcm.io/lease", "userextras/mini-kcm.io/lease-holder"}))
+	b.WriteString("---\n")
+	b.WriteString(meta("ClusterRole", rbacAPIVersion, "mini-kcm:shard-fence-bindings", ""))
+	b.WriteString("rules:\n")
+	b.WriteString(rule("A replica checks at start that every shard Lease has its binding of "+ShardFencePolicyName+
+		"; RBAC cannot narrow a list by name.", "admissionregistration.k8s.io",
+		[]string{"validatingadmissionpolicybindings"}, nil, []string{"list"}))
+	b.WriteString("---\n")
+	b.WriteString(meta("ClusterRoleBinding", rbacAPIVersion, "mini-kcm:shard-fence-bindings", ""))
+	b.WriteString(roleRef("ClusterRole", "mini-kcm:shard-fence-bindings"))
+	b.WriteString("subjects:\n" + serviceAccountSubject(ProcessServiceAccount))
 	return []byte(b.String())
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -98,7 +99,7 @@ func TestAThrowawayControllerIsCoveredByTheGeneratedRBACThroughTheRegistryAlone(
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := Generate(reg)
+	files := Generate(reg, ShardedInstall{Shards: 3, LeaseNamespace: "kube-system", LeaseName: "kcm"})
 	const account = "mini-kcm-podlabeler-controller"
 
 	own := generated(t, files, "rbac/podlabeler-controller.yaml")
@@ -172,8 +173,18 @@ func equalRules(got, want []rbacv1.PolicyRule) bool {
 // which Check reports and Write removes.
 func TestCheckReportsDriftAndStaleFilesAndWriteFixesThem(t *testing.T) {
 	dir := t.TempDir()
-	for _, sub := range []string{"rbac", "fence"} {
+	for _, sub := range []string{"rbac", "fence", "sharded/fence", "base"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The sharded overlay's flags, which the sharded fence's bindings are written for.
+	for _, rel := range []string{shardsPatchFile, baseStatefulSetFile} {
+		data, err := os.ReadFile(filepath.Join("..", "..", "deploy", rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, rel), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -226,5 +237,66 @@ func TestRegistryRefusesUpstreamAccountNamesSharedAccountsAndWildcards(t *testin
 		if _, err := controllers.NewRegistry(append(all.Descriptors(), d)...); err == nil {
 			t.Errorf("%s: NewRegistry accepted it", name)
 		}
+	}
+}
+
+// The sharded fence is written for the overlay's flags: one binding per shard Lease,
+// each with that Lease as its parameter, and the controllers' accounts may send the
+// shard Lease extra beside the holder.
+func TestTheShardedFenceHasABindingPerShardLeaseOfTheOverlay(t *testing.T) {
+	dir := t.TempDir()
+	for _, sub := range []string{"sharded", "base"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, baseStatefulSetFile), []byte(`        args:
+        - --leader-elect-resource-namespace=kube-system
+        - --leader-elect-resource-name=kcm
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, shardsPatchFile), []byte(`- op: add
+  path: /spec/template/spec/containers/0/args/-
+  value: --shards=4
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	install, err := ReadShardedInstall(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (ShardedInstall{Shards: 4, LeaseNamespace: "kube-system", LeaseName: "kcm"}); install != want {
+		t.Fatalf("ReadShardedInstall = %+v, want %+v", install, want)
+	}
+	files := Generate(all.Registry(), install)
+	bindings := objectsOf[*admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, generated(t, files, "sharded/fence/bindings.yaml"))
+	if len(bindings) != 4 {
+		t.Fatalf("%d bindings, want 4", len(bindings))
+	}
+	for i, b := range bindings {
+		ref := b.Spec.ParamRef
+		if b.Name != ShardFenceBindingName(i) || b.Spec.PolicyName != ShardFencePolicyName || ref == nil ||
+			ref.Namespace != "kube-system" || ref.Name != "kcm-"+strconv.Itoa(i) ||
+			ref.ParameterNotFoundAction == nil || *ref.ParameterNotFoundAction != admissionregistrationv1.AllowAction {
+			t.Errorf("binding %d = %+v, want %s binding kube-system/kcm-%d, allowing while the Lease does not exist", i, b.Spec, ShardFencePolicyName, i)
+		}
+	}
+	policies := objectsOf[*admissionregistrationv1.ValidatingAdmissionPolicy](t, generated(t, files, "sharded/fence/policy.yaml"))
+	if len(policies) != 1 || policies[0].Name != ShardFencePolicyName || len(policies[0].Spec.Validations) != 2 {
+		t.Fatalf("sharded/fence/policy.yaml holds %+v, want the policy %s with two validations", policies, ShardFencePolicyName)
+	}
+	rbac := generated(t, files, "sharded/fence/rbac.yaml")
+	if !slices.ContainsFunc(objectsOf[*rbacv1.ClusterRole](t, rbac), func(r *rbacv1.ClusterRole) bool {
+		return slices.Contains(r.Rules[0].Resources, "userextras/mini-kcm.io/lease") && slices.Contains(r.Rules[0].Resources, "userextras/mini-kcm.io/lease-holder")
+	}) {
+		t.Errorf("sharded/fence/rbac.yaml does not grant impersonating both extras")
+	}
+
+	if err := os.WriteFile(filepath.Join(dir, shardsPatchFile), []byte("value: --shards=1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadShardedInstall(dir); err == nil {
+		t.Errorf("ReadShardedInstall accepted an overlay with one shard")
 	}
 }

@@ -109,11 +109,9 @@ func run(binary string, replicaCount, nodes int, dir string, shards int) error {
 		fmt.Println(">> stopped; no process left running")
 	}()
 
-	if shards <= 1 {
-		// The policy binds one Lease: the single leader's.
-		if err := installFence(ctx, cp, replicaCount); err != nil {
-			return err
-		}
+	// The policy binds one Lease, the single leader's; sharded, its own binds each shard's.
+	if err := installFence(ctx, cp, replicaCount, shards); err != nil {
+		return err
 	}
 	for i := 1; i <= replicaCount; i++ {
 		r, err := startReplica(cp, binary, i, shards)
@@ -167,12 +165,16 @@ func replicaName(i int) string { return fmt.Sprintf("mini-kcm-replica-%d", i) }
 // installFence installs deploy/fence's policy and binding, with the local replicas'
 // users in place of deploy/'s ServiceAccounts: the apiserver refuses a replica's writes
 // unless it sends the Lease's current holder (--leader-elect-apiserver-fence).
-func installFence(ctx context.Context, cp *controlplane.ControlPlane, replicaCount int) error {
+func installFence(ctx context.Context, cp *controlplane.ControlPlane, replicaCount, shards int) error {
 	users := make([]string, replicaCount)
 	for i := range users {
 		users[i] = strconv.Quote(replicaName(i + 1))
 	}
-	policy, err := controlplane.FencePolicy("", "request.userInfo.username in ["+strings.Join(users, ", ")+"]")
+	identities := "request.userInfo.username in [" + strings.Join(users, ", ") + "]"
+	if shards > 1 {
+		return installShardFence(ctx, cp, identities, shards)
+	}
+	policy, err := controlplane.FencePolicy("", identities)
 	if err != nil {
 		return err
 	}
@@ -194,9 +196,32 @@ func installFence(ctx context.Context, cp *controlplane.ControlPlane, replicaCou
 	return nil
 }
 
-// startReplica starts mini-kcm replica i with its own user and a free port; a single
-// leader (shards 1) with both layers of the write fence, sharded replicas with the
-// in-process fence of each shard.
+// installShardFence installs the fence of deploy/sharded/fence/ for the local replicas:
+// its policy, and one binding per shard Lease.
+func installShardFence(ctx context.Context, cp *controlplane.ControlPlane, identities string, shards int) error {
+	policy, err := controlplane.ShardFencePolicy(identities)
+	if err != nil {
+		return err
+	}
+	bindings, err := controlplane.ShardFenceBindings(policy.Name, metav1.NamespaceSystem, leaseName, shards, nil)
+	if err != nil {
+		return err
+	}
+	if err := controlplane.InstallFencePolicy(ctx, cp.Client(), policy); err != nil {
+		return err
+	}
+	for _, b := range bindings {
+		if err := controlplane.InstallFenceBinding(ctx, cp.Client(), b); err != nil {
+			return err
+		}
+	}
+	fmt.Printf(">> installed the write fence of deploy/sharded/fence: ValidatingAdmissionPolicy %s bound to Leases kube-system/%s-0 … -%d\n",
+		policy.Name, leaseName, shards-1)
+	return nil
+}
+
+// startReplica starts mini-kcm replica i with its own user and a free port, with both
+// layers of the write fence (sharded: per shard).
 func startReplica(cp *controlplane.ControlPlane, binary string, i, shards int) (*replica, error) {
 	name := replicaName(i)
 	// TODO: a least-privilege RBAC role instead of system:masters once it exists.
@@ -219,7 +244,7 @@ func startReplica(cp *controlplane.ControlPlane, binary string, i, shards int) (
 	p, err := controlplane.StartProcess(controlplane.ProcessSpec{
 		Name:    name,
 		Path:    binary,
-		Args:    append(append([]string{"--kubeconfig=" + kubeconfig, "--shards=" + strconv.Itoa(shards)}, serving...), fenceFlag(shards), "--v=2"),
+		Args:    append(append([]string{"--kubeconfig=" + kubeconfig, "--shards=" + strconv.Itoa(shards)}, serving...), "--leader-elect-apiserver-fence=true", "--v=2"),
 		LogPath: filepath.Join(cp.Dir(), "logs", name+".log"),
 	})
 	if err != nil {
@@ -368,10 +393,4 @@ func leases(ctx context.Context, r *replica) map[string]bool {
 func isTerminal(f *os.File) bool {
 	info, err := f.Stat()
 	return err == nil && info.Mode()&os.ModeCharDevice != 0
-}
-
-// fenceFlag turns the apiserver's fence on for a single leader; the policy binds one
-// Lease, so sharded replicas keep their in-process fences only.
-func fenceFlag(shards int) string {
-	return "--leader-elect-apiserver-fence=" + strconv.FormatBool(shards <= 1)
 }

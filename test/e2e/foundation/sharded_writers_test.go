@@ -44,8 +44,9 @@ func TestShardedReplicasOnAnApiserverThatIgnoresTheShardSelectorKeepOneWriterPer
 		tenants[i] = fmt.Sprintf("t%02d-%s", i, f.Namespace)
 		createTenant(t, f, tenants[i], 3)
 	}
-	// Product defaults but one: sharded mode refuses the apiserver fence, which the
-	// framework turns on for every replica (its policy binds a single leader's Lease).
+	// Product defaults but one: the apiserver fence, which the framework turns on for
+	// every replica, is off: the framework binds the single leader's policy, and the
+	// sharded one (one binding per shard Lease) is proven in test/e2e/sharding.
 	// The framework's short election timings stay (5s/3s/1s).
 	replicas := f.StartReplicas(3, framework.ReplicaOptions{Args: []string{"--shards=6", framework.APIServerFenceFlag + "=false"}})
 	waitForTenantPods(t, f, tenants, 3)
