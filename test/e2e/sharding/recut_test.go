@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,7 +23,8 @@ import (
 // recuts on its own (at the default --shard-rebalance-period), and every shard whose
 // range the new plan keeps keeps its holder and its Lease (no new acquireTime, no
 // transition), and its term never stops: the audit log shows that the namespaces of
-// the kept shards are written, after the recut, by the same term as before it.
+// the kept shards are written, after the recut, only by terms that started before it
+// (a term's user agent names its start).
 func TestARecutPausesOnlyTheShardsWhoseRangeMoves(t *testing.T) {
 	f := framework.New(t)
 	replicas := f.StartReplicas(3, shardedArgs(shardCount))
@@ -128,8 +131,14 @@ func TestARecutPausesOnlyTheShardsWhoseRangeMoves(t *testing.T) {
 		for _, s := range spans[ns] {
 			if s.last.After(recutFrom) {
 				writers = append(writers, fmt.Sprintf("%s (%s to %s)", s.writer, s.first.Format(time.StampMilli), s.last.Format(time.StampMilli)))
-				if !s.first.Before(recutFrom) {
-					t.Errorf("namespace %s of kept shard %d: written after the recut by a term that started after it: %s", ns, after.Plan.Shard(ns), s.writer)
+				// The user agent names the term by the time it started, in Unix milliseconds.
+				_, started, _ := strings.Cut(s.writer, ", term ")
+				ms, err := strconv.ParseInt(started, 10, 64)
+				if err != nil {
+					t.Errorf("namespace %s: the writer %q names no term start", ns, s.writer)
+				} else if !time.UnixMilli(ms).Before(recutFrom) {
+					t.Errorf("namespace %s of kept shard %d: written after the recut by a term that started after it (%s): %s",
+						ns, after.Plan.Shard(ns), time.UnixMilli(ms).Format(time.StampMilli), s.writer)
 				}
 			}
 		}

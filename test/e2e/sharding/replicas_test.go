@@ -98,18 +98,27 @@ func TestShardedReplicasShareTheNamespacesWithOneWriterEach(t *testing.T) {
 	}
 	waitForPods(t, f, tenants, 4)
 
-	// `mini-kcm leader` shows the plan and every shard's holder.
-	res := framework.RunMiniKCM(t, 20*time.Second, "leader", "--kubeconfig="+f.ControlPlane.KubeconfigPath(),
-		"--leader-elect-resource-namespace="+f.LeaseNamespace, "--leader-elect-resource-name="+f.LeaseName)
-	if res.ExitCode != 0 || !strings.Contains(res.Output, fmt.Sprintf("Plan: epoch %d, %d shards", activeEpoch(t, f).Number, shardCount)) ||
-		!strings.Contains(res.Output, "2 live replicas") {
-		t.Errorf("mini-kcm leader: exit code %d, output:\n%s", res.ExitCode, res.Output)
-	}
-	for i, l := range shardLeases(t, f) {
-		if h := ptr.Deref(l.Spec.HolderIdentity, ""); i < shardCount && !strings.Contains(res.Output, h) {
-			t.Errorf("mini-kcm leader does not name %s, the holder of shard %d:\n%s", h, i, res.Output)
+	// `mini-kcm leader` shows the plan and every shard's holder. The coordinator may
+	// recut while the command runs (it looks again soon after a cut), so the output is
+	// compared with the plan and holders read before and after it, until they agree.
+	framework.Eventually(t, time.Minute, func() error {
+		epoch, holders := activeEpoch(t, f), shardLeases(t, f)
+		res := framework.RunMiniKCM(t, 20*time.Second, "leader", "--kubeconfig="+f.ControlPlane.KubeconfigPath(),
+			"--leader-elect-resource-namespace="+f.LeaseNamespace, "--leader-elect-resource-name="+f.LeaseName)
+		if again := activeEpoch(t, f); again.Number != epoch.Number {
+			return fmt.Errorf("the plan moved from epoch %d to %d while mini-kcm leader ran", epoch.Number, again.Number)
 		}
-	}
+		if res.ExitCode != 0 || !strings.Contains(res.Output, fmt.Sprintf("Plan: epoch %d, %d shards", epoch.Number, shardCount)) ||
+			!strings.Contains(res.Output, "2 live replicas") {
+			return fmt.Errorf("mini-kcm leader: exit code %d, output:\n%s", res.ExitCode, res.Output)
+		}
+		for i, l := range holders {
+			if h := ptr.Deref(l.Spec.HolderIdentity, ""); i < shardCount && !strings.Contains(res.Output, h) {
+				return fmt.Errorf("mini-kcm leader does not name %s, the holder of shard %d:\n%s", h, i, res.Output)
+			}
+		}
+		return nil
+	})
 
 	assertOneWriterAtATime(t, f, tenants)
 }
@@ -118,8 +127,8 @@ func TestShardedReplicasShareTheNamespacesWithOneWriterEach(t *testing.T) {
 // suite, whose apiserver lacks the gate.
 
 // shardedArgs are the flags of these tests' replicas, then extra: shards shards, the
-// ReplicaSet controller only, and no apiserver fence (its policy binds a single
-// leader's Lease).
+// ReplicaSet controller only, and no apiserver fence (these tests install no shard
+// fence bindings; apiserverfence_test.go does).
 func shardedArgs(shards int, extra ...string) framework.ReplicaOptions {
 	return framework.ReplicaOptions{Args: append([]string{
 		fmt.Sprintf("--shards=%d", shards), "--controllers=replicaset", "--leader-elect-apiserver-fence=false",
