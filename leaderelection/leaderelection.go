@@ -1,81 +1,33 @@
 // Package leaderelection runs mini-kcm's controllers only while this process holds a
-// Lease, and hands the Lease over safely when the process stops.
+// Lease, and hands the Lease over safely when the process stops. It drives client-go's
+// LeaderElector; what it adds, and why (docs/high-availability.md and docs/fencing.md
+// give the measured figures):
 //
-// Guarantees and limits:
-//
-//   - Writes are fenced in the process (Fence, attached by Config.Fence): no mutating
-//     request leaves a client built with Fence.Transport unless this replica holds the
-//     Lease by its own monotonic clock, that is until the send time of its last
-//     successful acquisition or renewal + the lease duration - Margin (1% for clock
-//     rates, plus up to 1s for the write's own latency). The fence closes at once when
-//     the elector stops leading, when a read of the Lease shows another holder (which
-//     also ends the election as a lost Lease, so a resumed leader steps down at its
-//     first renewal attempt instead of after the renew deadline), and before a release
-//     is sent. An allowed write's context ends when the fence closes. Reads, events
-//     and the Lease client are not fenced. Limits: a write already sent when the fence
-//     closes may still be applied by the apiserver, up to its own latency later (the
-//     margin covers the usual one, not a stuck request); and the monotonic clock
-//     (CLOCK_MONOTONIC) does not advance while a whole VM is suspended, so a leader on a
-//     VM resumed after its lease expired believes it still holds it for the rest of the
-//     lease; only a check at the apiserver (an admission policy comparing the Lease)
-//     covers that. A paused process (SIGSTOP, a long GC pause, a throttled container)
-//     is covered: its monotonic clock keeps running.
-//   - Writes are fenced at the apiserver too, when the caller asks for it
-//     (ImpersonateHolder, --leader-elect-apiserver-fence): each controller's client
-//     impersonates its own user with the user extra LeaseHolderExtra = Identity, and the
-//     ValidatingAdmissionPolicy FencePolicyName of deploy/fence/ refuses a write of a
-//     mini-kcm identity whose extra is not the Lease's holder. That covers the suspended
-//     VM and a write stuck on its way. Its limit is the apiserver's view of the Lease,
-//     its watch cache: measured on a local apiserver over 35 takeovers, writes of the
-//     old holder received after the takeover was answered were admitted in 3, at most
-//     3.4ms after (p50 0), and admitted writes were answered up to 9.8ms after (see
-//     deploy/README.md, "Fencing"). With several apiservers each lags on its own.
-//   - The bound. Let t be the moment the leader sent its last successful renewal. The
-//     apiserver wrote it at t or later, so no standby takes over before t + lease
-//     duration. The leader learns of that renewal by t + request timeout (the Lease
-//     client's timeout, see Timings.RequestTimeout), waits one retry period, then tries
-//     for at most the renew deadline before it gives up and exits. So a cut-off leader
-//     stops acting by t + request timeout + retry period + renew deadline
-//     (Timings.StopBound), and only a lease duration longer than that guarantees that
-//     it stopped before a standby started. With the fence, its writes stop earlier
-//     still, at t + lease duration - Margin, whatever the timings.
-//   - Every decision uses the local clock only. A standby takes over once it has seen no
-//     change to the Lease for leaseDurationSeconds measured on its own clock; timestamps
-//     written by other replicas are never compared with ours. Clock skew is therefore
-//     harmless, but a clock running much faster than the leader's shortens the wait.
-//     Keep --leader-elect-lease-duration comfortably above the bound below.
-//   - Prompt takeover (Config.LeaseWatch): a standby watches the Lease, notes when it
-//     saw each change, and tries at that moment + leaseDurationSeconds instead of
-//     client-go's poll every 1 to 2.2 retry periods. It reads the Lease first and writes
-//     it with the resourceVersion read: a renewal the watch had not delivered restarts
-//     the wait, a racing write fails with a conflict and is read again. A lagging watch
-//     therefore only delays a takeover (by up to a lease duration), never hastens it.
-//     The elector takes over the renewals once this candidate holds the Lease.
-//   - Lost lease: when the leader cannot renew within the renew deadline, or (with a
-//     fence) reads the Lease with another holder, while it is not shutting down (or
-//     while its controllers are draining), it logs "leaderelection lost" and exits
-//     with code 1 at once. It does not release the Lease or write
-//     anything else: another replica may already be leading, and restarting is the only
-//     way to be sure no worker of this process acts any more.
-//   - Lost lease with Config.KeepRunningOnLoss (a sharded replica's shard Leases): the
-//     fence closes first, as above, so no worker writes again; then run's context is
-//     cancelled and Run waits for run to drain and returns ErrLeaseLost, without
-//     releasing or writing the Lease. The process stays up and may campaign again. If run
-//     gives up on its workers (ErrControllersStillRunning), the process exits as above:
-//     the fence keeps a stuck worker from writing, but only an exit stops it for sure.
-//   - SIGTERM (the caller cancels ctx): the controllers' context is cancelled and Run
-//     waits for the run function to return, which the app does only after every worker
-//     stopped (bounded by --controller-shutdown-timeout) and the informers stopped. The
-//     Lease is renewed during that time. Only then is the Lease released (holder "",
-//     duration 1s) with a fresh context, so a standby takes over within about one retry
-//     period instead of a full lease duration, and never while an old worker still runs.
-//     If the run function reports that controllers are still running
-//     (ErrControllersStillRunning), the Lease is not released and simply expires.
-//
-// This differs from client-go's LeaderElector with ReleaseOnCancel, which releases the
-// Lease as soon as its context is cancelled, while OnStartedLeading is still running, and
-// which also tries to release after a lost renewal. Run therefore drives the elector with
-// ReleaseOnCancel off and releases the Lease itself, after the run function returned.
+//   - Fence: no mutating request leaves a fenced client unless this replica holds the
+//     Lease by its own monotonic clock (last acquisition or renewal sent + lease
+//     duration - Margin). It closes when leading stops, when a read shows another
+//     holder, and before a release; an allowed write's context ends with it. A VM
+//     suspended past the lease is not covered by a monotonic clock: for that,
+//     ImpersonateHolder sends the holder to the apiserver's fence policy
+//     (--leader-elect-apiserver-fence, deploy/fence/).
+//   - Timings.StopBound: a leader cut off after its last successful renewal stops
+//     acting within request timeout + retry period + renew deadline; only a longer
+//     lease duration guarantees it stopped before a standby starts (the fence stops
+//     its writes earlier, whatever the timings).
+//   - Only the local clock decides: a standby takes over once it saw no change to the
+//     Lease for its duration on its own clock, so skew between replicas is harmless.
+//   - Config.LeaseWatch: a standby watches the Lease and tries at the moment it expires
+//     instead of polling; it reads before it writes, so a lagging watch can only delay
+//     a takeover, never hasten it.
+//   - A lost Lease exits the process at once (code 1), without writing: restarting is
+//     the only way to be sure no worker acts any more. With Config.KeepRunningOnLoss (a
+//     sharded replica's shard Leases) the fence closes, the run drains and Run returns
+//     ErrLeaseLost; workers that do not stop (ErrControllersStillRunning) still exit.
+//   - SIGTERM: the run function returns only after every worker and informer stopped,
+//     while the Lease is still renewed; then the Lease is released with a fresh
+//     context, so a standby takes over within a retry period and never while an old
+//     worker runs. client-go's ReleaseOnCancel would release while the workers still
+//     run, so it stays off.
 package leaderelection
 
 import (
