@@ -44,19 +44,25 @@ func FencePolicy(name, identities string) (*admissionregistrationv1.ValidatingAd
 	if name != "" {
 		policy.Name = name
 	}
-	if identities != "" {
-		replaced := false
-		for i := range policy.Spec.MatchConditions {
-			if policy.Spec.MatchConditions[i].Name == FenceIdentitiesCondition {
-				policy.Spec.MatchConditions[i].Expression = identities
-				replaced = true
-			}
-		}
-		if !replaced {
-			return nil, fmt.Errorf("%s has no match condition %q to select the local replicas' users", fencePolicyFile, FenceIdentitiesCondition)
-		}
+	if err := selectIdentities(policy, fencePolicyFile, identities); err != nil {
+		return nil, err
 	}
 	return policy, nil
+}
+
+// selectIdentities replaces the match condition FenceIdentitiesCondition of policy, read
+// from file, with the CEL expression identities; empty keeps it.
+func selectIdentities(policy *admissionregistrationv1.ValidatingAdmissionPolicy, file, identities string) error {
+	if identities == "" {
+		return nil
+	}
+	for i := range policy.Spec.MatchConditions {
+		if policy.Spec.MatchConditions[i].Name == FenceIdentitiesCondition {
+			policy.Spec.MatchConditions[i].Expression = identities
+			return nil
+		}
+	}
+	return fmt.Errorf("%s has no match condition %q to select the local replicas' users", file, FenceIdentitiesCondition)
 }
 
 // FenceBindingOptions adapt deploy/fence/binding.yaml; empty fields keep its values.

@@ -28,17 +28,8 @@ func ShardFencePolicy(identities string) (*admissionregistrationv1.ValidatingAdm
 	if err := decodeRepoFile(shardFencePolicyFile, policy); err != nil {
 		return nil, err
 	}
-	if identities != "" {
-		replaced := false
-		for i := range policy.Spec.MatchConditions {
-			if policy.Spec.MatchConditions[i].Name == FenceIdentitiesCondition {
-				policy.Spec.MatchConditions[i].Expression = identities
-				replaced = true
-			}
-		}
-		if !replaced {
-			return nil, fmt.Errorf("%s has no match condition %q to select the local replicas' users", shardFencePolicyFile, FenceIdentitiesCondition)
-		}
+	if err := selectIdentities(policy, shardFencePolicyFile, identities); err != nil {
+		return nil, err
 	}
 	return policy, nil
 }
