@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/mini-kcm/mini-kcm/test/controlplane"
 	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
 )
 
@@ -156,9 +154,9 @@ func waitForTenantPods(t *testing.T, f *framework.Framework, tenants []string, w
 	}
 }
 
-// assertEachTenantWrittenByOneReplicaAtATime reads the audit log (the idea of
-// test/e2e/sharding's assertOneWriterAtATime): per tenant namespace, the replicas'
-// accepted writes created exactly pods pods and deleted none, and the spans of time in
+// assertEachTenantWrittenByOneReplicaAtATime reads the audit log (with the framework's
+// shard term spans, as test/e2e/sharding's assertOneWriterAtATime): per tenant
+// namespace, the replicas' accepted writes created exactly pods pods and deleted none, and the spans of time in
 // which each shard term wrote (first to last write of one term, which the user agent
 // names: "shard 3, epoch 2, term …") never overlap. Two replicas acting on one
 // namespace at once would have overlapping spans.
@@ -168,47 +166,23 @@ func assertEachTenantWrittenByOneReplicaAtATime(t *testing.T, f *framework.Frame
 	if err != nil {
 		t.Fatal(err)
 	}
-	type span struct {
-		writer      string
-		first, last time.Time
-		writes      int
-	}
-	spans := map[string]map[string]*span{}
 	created, deleted := map[string]int{}, map[string]int{}
 	for _, e := range events {
-		if !isReplicaWrite(e) || !slices.Contains(tenants, e.ObjectRef.Namespace) {
+		if !framework.IsReplicaWrite(e) || !slices.Contains(tenants, e.ObjectRef.Namespace) || e.Resource() != "pods" {
 			continue
 		}
-		ns := e.ObjectRef.Namespace
-		if e.Resource() == "pods" {
-			switch e.Verb {
-			case "create":
-				created[ns]++
-			case "delete", "deletecollection":
-				deleted[ns]++
-			}
+		switch e.Verb {
+		case "create":
+			created[e.ObjectRef.Namespace]++
+		case "delete", "deletecollection":
+			deleted[e.ObjectRef.Namespace]++
 		}
-		_, term, ok := strings.Cut(e.UserAgent, "; shard ")
-		if !ok {
-			t.Errorf("a write without a shard term in its user agent: %s %s by %s (%s)", e.Verb, e.RequestURI, e.User.Username, e.UserAgent)
-			continue
-		}
-		writer := e.User.Username + " shard " + strings.TrimSuffix(term, ")")
-		if spans[ns] == nil {
-			spans[ns] = map[string]*span{}
-		}
-		s := spans[ns][writer]
-		if s == nil {
-			s = &span{writer: writer, first: e.RequestReceivedTimestamp}
-			spans[ns][writer] = s
-		}
-		s.last = e.RequestReceivedTimestamp
-		s.writes++
 	}
+	spans := framework.ShardTermSpans(t, events, tenants)
 	writers := map[string]bool{}
 	for _, byWriter := range spans {
 		for _, s := range byWriter {
-			writers[strings.Fields(s.writer)[0]] = true
+			writers[strings.Fields(s.Writer)[0]] = true
 		}
 	}
 	if len(writers) < 2 {
@@ -218,30 +192,6 @@ func assertEachTenantWrittenByOneReplicaAtATime(t *testing.T, f *framework.Frame
 		if created[ns] != pods || deleted[ns] != 0 {
 			t.Errorf("namespace %s: the replicas created %d pods and deleted %d, want %d and none", ns, created[ns], deleted[ns], pods)
 		}
-		var terms []*span
-		for _, s := range spans[ns] {
-			terms = append(terms, s)
-		}
-		sort.Slice(terms, func(i, j int) bool { return terms[i].first.Before(terms[j].first) })
-		var order []string
-		for i, cur := range terms {
-			order = append(order, fmt.Sprintf("%s (%d writes)", cur.writer, cur.writes))
-			if i == 0 {
-				continue
-			}
-			if prev := terms[i-1]; !cur.first.After(prev.last) {
-				t.Errorf("namespace %s: %s wrote from %s to %s while %s wrote from %s to %s", ns,
-					prev.writer, prev.first.Format(time.StampMilli), prev.last.Format(time.StampMilli),
-					cur.writer, cur.first.Format(time.StampMilli), cur.last.Format(time.StampMilli))
-			}
-		}
-		t.Logf("namespace %s: terms in order: %s", ns, strings.Join(order, ", "))
+		framework.AssertTermsDoNotOverlap(t, ns, spans[ns])
 	}
-}
-
-// isReplicaWrite reports whether e is an accepted write of a mini-kcm replica to an
-// object (events excepted: a replica records them for what it saw, in any namespace).
-func isReplicaWrite(e controlplane.AuditEvent) bool {
-	return e.Stage == "ResponseComplete" && e.ObjectRef != nil && strings.HasPrefix(e.User.Username, "mini-kcm-replica-") &&
-		e.Verb != "get" && e.Verb != "list" && e.Verb != "watch" && e.Code() < 300 && e.ObjectRef.Resource != "events"
 }

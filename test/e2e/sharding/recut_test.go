@@ -129,16 +129,16 @@ func TestARecutPausesOnlyTheShardsWhoseRangeMoves(t *testing.T) {
 		checked++
 		var writers []string
 		for _, s := range spans[ns] {
-			if s.last.After(recutFrom) {
-				writers = append(writers, fmt.Sprintf("%s (%s to %s)", s.writer, s.first.Format(time.StampMilli), s.last.Format(time.StampMilli)))
+			if s.Last.After(recutFrom) {
+				writers = append(writers, fmt.Sprintf("%s (%s to %s)", s.Writer, s.First.Format(time.StampMilli), s.Last.Format(time.StampMilli)))
 				// The user agent names the term by the time it started, in Unix milliseconds.
-				_, started, _ := strings.Cut(s.writer, ", term ")
+				_, started, _ := strings.Cut(s.Writer, ", term ")
 				ms, err := strconv.ParseInt(started, 10, 64)
 				if err != nil {
-					t.Errorf("namespace %s: the writer %q names no term start", ns, s.writer)
+					t.Errorf("namespace %s: the writer %q names no term start", ns, s.Writer)
 				} else if !time.UnixMilli(ms).Before(recutFrom) {
 					t.Errorf("namespace %s of kept shard %d: written after the recut by a term that started after it (%s): %s",
-						ns, after.Plan.Shard(ns), time.UnixMilli(ms).Format(time.StampMilli), s.writer)
+						ns, after.Plan.Shard(ns), time.UnixMilli(ms).Format(time.StampMilli), s.Writer)
 				}
 			}
 		}

@@ -3,8 +3,6 @@ package sharding
 import (
 	"context"
 	"fmt"
-	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -327,70 +325,21 @@ func assertOneWriterAtATime(t *testing.T, f *framework.Framework, tenants []stri
 	t.Helper()
 	spans := termSpans(t, f, tenants)
 	for _, ns := range tenants {
-		var terms []*span
-		for _, s := range spans[ns] {
-			terms = append(terms, s)
-		}
-		if len(terms) == 0 {
+		if len(spans[ns]) == 0 {
 			t.Errorf("namespace %s: no replica's write in the audit log", ns)
 			continue
 		}
-		sort.Slice(terms, func(i, j int) bool { return terms[i].first.Before(terms[j].first) })
-		var order []string
-		for i, cur := range terms {
-			order = append(order, fmt.Sprintf("%s (%d writes)", cur.writer, cur.writes))
-			if i == 0 {
-				continue
-			}
-			if prev := terms[i-1]; !cur.first.After(prev.last) {
-				t.Errorf("namespace %s: %s wrote from %s to %s while %s wrote from %s to %s", ns,
-					prev.writer, prev.first.Format(time.StampMilli), prev.last.Format(time.StampMilli),
-					cur.writer, cur.first.Format(time.StampMilli), cur.last.Format(time.StampMilli))
-			}
-		}
-		t.Logf("namespace %s: terms in order: %s", ns, strings.Join(order, ", "))
+		framework.AssertTermsDoNotOverlap(t, ns, spans[ns])
 	}
-}
-
-// span is one shard term's writes to one namespace: its writer (the replica's user and
-// the term its user agent names), its first and last accepted write, and their count.
-type span struct {
-	writer      string
-	first, last time.Time
-	writes      int
 }
 
 // termSpans reads the audit log and returns, per tenant namespace and writer, the span
 // of the accepted writes of the replicas' shard terms.
-func termSpans(t *testing.T, f *framework.Framework, tenants []string) map[string]map[string]*span {
+func termSpans(t *testing.T, f *framework.Framework, tenants []string) map[string]map[string]*framework.TermSpan {
 	t.Helper()
 	events, err := f.ControlPlane.ReadAuditLog()
 	if err != nil {
 		t.Fatal(err)
 	}
-	spans := map[string]map[string]*span{}
-	for _, e := range events {
-		if e.Stage != "ResponseComplete" || e.ObjectRef == nil || !slices.Contains(tenants, e.ObjectRef.Namespace) ||
-			!strings.HasPrefix(e.User.Username, "mini-kcm-replica-") || e.Verb == "get" || e.Verb == "list" || e.Verb == "watch" ||
-			e.Code() >= 300 || e.ObjectRef.Resource == "events" {
-			continue
-		}
-		_, term, ok := strings.Cut(e.UserAgent, "; shard ")
-		if !ok {
-			t.Errorf("a write without a shard term in its user agent: %s %s by %s (%s)", e.Verb, e.RequestURI, e.User.Username, e.UserAgent)
-			continue
-		}
-		ns, writer := e.ObjectRef.Namespace, e.User.Username+" shard "+strings.TrimSuffix(term, ")")
-		if spans[ns] == nil {
-			spans[ns] = map[string]*span{}
-		}
-		s := spans[ns][writer]
-		if s == nil {
-			s = &span{writer: writer, first: e.RequestReceivedTimestamp}
-			spans[ns][writer] = s
-		}
-		s.last = e.RequestReceivedTimestamp
-		s.writes++
-	}
-	return spans
+	return framework.ShardTermSpans(t, events, tenants)
 }
