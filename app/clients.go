@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
@@ -56,7 +57,7 @@ type clientBuilder struct {
 	// The process's own clients (informers, events, probes, tokens) never write what
 	// the policy fences and do not impersonate.
 	holder      string
-	controllers map[string]bool
+	controllers sets.Set[string]
 	// trimmer keeps of cached pods what the registry's controllers read (package
 	// cachetrim); nil caches them whole.
 	trimmer *cachetrim.Trimmer
@@ -99,7 +100,7 @@ func (b clientBuilder) Config(name string) (*rest.Config, error) {
 	}
 	cfg.RateLimiter = throttle.New(cfg.QPS, cfg.Burst)
 	// With the credentials it writes with, so that a ServiceAccount impersonates itself.
-	if b.holder != "" && b.controllers[name] {
+	if b.holder != "" && b.controllers.Has(name) {
 		impersonate := func() error { return leaderelection.ImpersonateHolder(context.Background(), cfg, name, b.holder) }
 		if b.lease != "" {
 			impersonate = func() error {

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -315,7 +316,7 @@ func TestOnlyControllerClientsImpersonateThemselvesWithTheHolder(t *testing.T) {
 	defer server.Close()
 	base := &rest.Config{Host: server.URL, QPS: 5, Burst: 10}
 
-	fenced := clientBuilder{base: base, holder: "host_1234", controllers: map[string]bool{"replicaset-controller": true}}
+	fenced := clientBuilder{base: base, holder: "host_1234", controllers: sets.New("replicaset-controller")}
 	cfg, err := fenced.Config("replicaset-controller")
 	if err != nil {
 		t.Fatal(err)

@@ -56,7 +56,7 @@ type controllerManager struct {
 	// it (--controller-start-interval, as upstream); 0 runs them at once.
 	startInterval time.Duration
 	// readiness learns when the informers started and when this replica leads.
-	readiness *readiness
+	readiness *serving.Readiness
 	// syncs records the controllers' syncs in progress for the stuck-sync check.
 	syncs *controllers.InFlightSyncs
 	// informerName names the informers in client-go's metrics; empty means
@@ -68,13 +68,6 @@ type controllerManager struct {
 	// takeover, for a warm standby, is the freshness barrier of its terms (takeOver).
 	takeover *takeoverBarrier
 }
-
-// readiness is serving.Readiness under the name app's wiring uses (run.go, sharded.go),
-// with the lower-case setter sharded.go passes to the shard protocol (Campaigning); it
-// can become *serving.Readiness once sharded.go names that type.
-type readiness struct{ serving.Readiness }
-
-func (r *readiness) setStandby() { r.SetStandby() }
 
 // builtControllers is what the informers stage leaves for runWorkers: the controllers,
 // built but not running, and the tracker their Run reports cache syncs to.

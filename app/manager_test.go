@@ -26,6 +26,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/mini-kcm/mini-kcm/app/serving"
 	"github.com/mini-kcm/mini-kcm/controllers"
 	"github.com/mini-kcm/mini-kcm/leaderelection"
 )
@@ -113,7 +114,7 @@ func newTestManager(t *testing.T, client *fake.Clientset, descriptors ...control
 		events:          fakeRecorders{},
 		minResyncPeriod: time.Hour,
 		shutdownTimeout: 10 * time.Second,
-		readiness:       &readiness{},
+		readiness:       &serving.Readiness{},
 	}
 }
 
@@ -426,7 +427,7 @@ func TestWarmStandbySyncsItsCachesAndWritesNothingUntilItLeads(t *testing.T) {
 		drainedBeforeInformersStopped.Store(!c.informer.IsStopped())
 	}
 	m := newTestManager(t, client, c.descriptor(&lists))
-	m.readiness.setStandby()
+	m.readiness.SetStandby()
 	readyz := endpoint("/readyz", m.readiness.Checks()...)
 
 	process := newLifecycle("process")

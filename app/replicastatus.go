@@ -18,14 +18,10 @@ import (
 // run mode in words (leader election on or off, warm or cold standby, sharded), which is
 // app's to know; serving only serves them (serving.StatuszField).
 
-// electionStatus is what this replica knows of the leader election, for /statusz/replica: the
-// Lease, this candidate's identity, and what it last read or wrote of the Lease (see
+// electionStatus is what this replica knows of the leader election, for /statusz/replica:
+// this candidate's identity, and what it last read or wrote of the Lease (see
 // leaderelection.Config.Observe). It decides nothing; the election does.
 type electionStatus struct {
-	// lease is namespace/name.
-	lease string
-	// warmStandby is --leader-elect-warm-standby.
-	warmStandby bool
 	// now is the clock of observations; time.Now if nil.
 	now func() time.Time
 
@@ -80,13 +76,13 @@ func (e *electionStatus) snapshot() electionSnapshot {
 // replicaStatus is what /statusz/replica says about this replica, beyond the library's
 // version, start time and paths at /statusz.
 type replicaStatus struct {
-	ready *readiness
-	// election is nil without leader election.
+	ready *serving.Readiness
+	mode  *replicaMode
+	// election is nil without leader election, and in sharded mode, where Shards says
+	// what this replica holds.
 	election *electionStatus
 	// enabled and disabled are canonical controller names, sorted.
 	enabled, disabled []string
-	// fenceMode says how this replica's writes are fenced.
-	fenceMode func() string
 	// shards, in sharded mode (--shards above 1), says which shards this replica
 	// holds; nil otherwise.
 	shards func() string
@@ -100,7 +96,7 @@ func (s *replicaStatus) fields() []serving.StatuszField {
 		{Name: "Leader election", Value: s.leaderElection},
 		{Name: "Controllers", Value: s.controllers},
 		{Name: "Caches", Value: s.caches},
-		{Name: "Write fence", Value: s.fenceMode},
+		{Name: "Write fence", Value: s.mode.fenceText},
 		{Name: "Shards", Value: func() string {
 			if s.shards == nil {
 				return "not sharded (--shards=1): one leader works on every namespace"
@@ -121,30 +117,12 @@ func (s *replicaStatus) clock() time.Time {
 // "standby (warm) | Lease kube-system/mini-kcm | identity a_1 | holder b_2 (seen 1s ago) | transitions 3".
 func (s *replicaStatus) leaderElection() string {
 	st := s.ready.State()
-	var parts []string
-	if s.shards != nil {
-		parts = append(parts, "sharded: a Lease per shard (see Shards)")
-	} else if s.election == nil {
-		role := "starting"
-		if st.Role == serving.RoleLeading {
-			role = "running the controllers without a Lease"
+	parts := []string{s.mode.role(st.Role)}
+	if s.mode.run == warmStandby || s.mode.run == coldStandby {
+		parts = append(parts, "Lease "+s.mode.lease())
+		if s.election != nil {
+			parts = append(parts, s.leaseParts(s.election.snapshot())...)
 		}
-		parts = append(parts, "not electing (--leader-elect=false), "+role)
-	} else {
-		mode := "cold"
-		if s.election.warmStandby {
-			mode = "warm"
-		}
-		switch st.Role {
-		case serving.RoleStarting:
-			parts = append(parts, "starting (waiting for the apiserver)")
-		case serving.RoleStandby:
-			parts = append(parts, "standby ("+mode+")")
-		case serving.RoleLeading:
-			parts = append(parts, "leading ("+mode+" standby mode)")
-		}
-		parts = append(parts, "Lease "+s.election.lease)
-		parts = append(parts, s.leaseParts(s.election.snapshot())...)
 	}
 	if st.Stopping {
 		parts = append(parts, "shutting down")
@@ -209,7 +187,7 @@ func (s *replicaStatus) caches() string {
 			return prefix + "waiting for shared informers " + strings.Join(unsynced, ", ")
 		}
 		return prefix + "shared informers synced"
-	case st.Role == serving.RoleStandby && s.election != nil && !s.election.warmStandby:
+	case st.Role == serving.RoleStandby && s.mode.run == coldStandby:
 		return "cold standby: none (the informers start on acquiring the Lease)"
 	default:
 		return "not started yet"

@@ -49,8 +49,8 @@ func statuszHandler(status *replicaStatus) http.Handler {
 
 // readyAs returns a readiness in role, with the given caches, informers and shutdown, as
 // the replica's stages set them.
-func readyAs(role serving.Role, caches *controllers.CacheSyncTracker, informers func() []string, stopping bool) *readiness {
-	r := &readiness{}
+func readyAs(role serving.Role, caches *controllers.CacheSyncTracker, informers func() []string, stopping bool) *serving.Readiness {
+	r := &serving.Readiness{}
 	switch role {
 	case serving.RoleStandby:
 		r.SetStandby()
@@ -93,16 +93,15 @@ func syncedCaches(synced []string, waiting string, informers ...string) *control
 
 func TestReplicaStatuszSaysThisReplicasRoleLeaseControllersCachesAndFence(t *testing.T) {
 	enabled := []string{"deployment-controller", "replicaset-controller"}
-	fence := func() string { return "in-process (Lease fence)" }
-	leader := func(warm bool) *electionStatus {
-		e := &electionStatus{lease: "kube-system/mini-kcm", warmStandby: warm, now: func() time.Time { return statuszSeen }}
+	leader := func() *electionStatus {
+		e := &electionStatus{now: func() time.Time { return statuszSeen }}
 		e.joined("host_a")
 		e.observe(resourcelock.LeaderElectionRecord{HolderIdentity: "host_a", LeaderTransitions: 4,
 			AcquireTime: metav1.NewTime(statuszNow.Add(-5 * time.Minute))})
 		return e
 	}
-	standby := func(warm bool) *electionStatus {
-		e := &electionStatus{lease: "kube-system/mini-kcm", warmStandby: warm, now: func() time.Time { return statuszSeen }}
+	standby := func() *electionStatus {
+		e := &electionStatus{now: func() time.Time { return statuszSeen }}
 		e.joined("host_b")
 		e.observe(resourcelock.LeaderElectionRecord{HolderIdentity: "host_a", LeaderTransitions: 4,
 			AcquireTime: metav1.NewTime(statuszNow.Add(-5 * time.Minute))})
@@ -110,67 +109,70 @@ func TestReplicaStatuszSaysThisReplicasRoleLeaseControllersCachesAndFence(t *tes
 	}
 	tests := []struct {
 		name     string
-		ready    *readiness
+		mode     *replicaMode
+		ready    *serving.Readiness
 		election *electionStatus
 		want     map[string]string
 	}{
 		{
-			name:     "a leader whose caches partly synced",
-			ready:    readyAs(serving.RoleLeading, syncedCaches([]string{"deployment-controller"}, "replicaset-controller", "pods"), nil, false),
-			election: leader(true),
+			name:  "a leader whose caches partly synced",
+			ready: readyAs(serving.RoleLeading, syncedCaches([]string{"deployment-controller"}, "replicaset-controller", "pods"), nil, false),
+			mode:  modeOf(t, true, true, false, 1), election: leader(),
 			want: map[string]string{
-				"Leader election": "leading (warm standby mode) | Lease kube-system/mini-kcm | identity host_a | " +
+				"Leader election": "leading (warm standby mode) | Lease kube-system/mini-kube-controller-manager | identity host_a | " +
 					"holder this replica (seen 2s ago) | acquired 2026-12-01T08:25:00Z (5m ago) | transitions 4",
 				"Controllers": "deployment-controller, replicaset-controller (disabled: endpoints-controller)",
 				"Caches":      "synced: deployment-controller | waiting for: replicaset-controller (pods)",
-				"Write fence": "in-process (Lease fence)",
+				"Write fence": "in-process",
 			},
 		},
 		{
-			name:     "a leader whose controllers' Run has not started",
-			ready:    readyAs(serving.RoleLeading, syncedCaches(nil, "replicaset-controller"), nil, false),
-			election: leader(false),
+			name:  "a leader whose controllers' Run has not started",
+			ready: readyAs(serving.RoleLeading, syncedCaches(nil, "replicaset-controller"), nil, false),
+			mode:  modeOf(t, true, false, false, 1), election: leader(),
 			want: map[string]string{
-				"Leader election": "leading (cold standby mode) | Lease kube-system/mini-kcm | identity host_a | " +
+				"Leader election": "leading (cold standby mode) | Lease kube-system/mini-kube-controller-manager | identity host_a | " +
 					"holder this replica (seen 2s ago) | acquired 2026-12-01T08:25:00Z (5m ago) | transitions 4",
 				"Caches": "synced: none | waiting for: replicaset-controller (not started)",
 			},
 		},
 		{
-			name:     "a warm standby whose informers synced",
-			ready:    readyAs(serving.RoleStandby, nil, func() []string { return nil }, false),
-			election: standby(true),
+			name:  "a warm standby whose informers synced",
+			ready: readyAs(serving.RoleStandby, nil, func() []string { return nil }, false),
+			mode:  modeOf(t, true, true, false, 1), election: standby(),
 			want: map[string]string{
-				"Leader election": "standby (warm) | Lease kube-system/mini-kcm | identity host_b | holder host_a (seen 2s ago) | transitions 4",
+				"Leader election": "standby (warm) | Lease kube-system/mini-kube-controller-manager | identity host_b | holder host_a (seen 2s ago) | transitions 4",
 				"Caches":          "warm standby: shared informers synced",
 			},
 		},
 		{
-			name:     "a warm standby whose informers are syncing",
-			ready:    readyAs(serving.RoleStandby, nil, func() []string { return []string{"*v1.Pod"} }, false),
-			election: standby(true),
-			want:     map[string]string{"Caches": "warm standby: waiting for shared informers *v1.Pod"},
+			name:  "a warm standby whose informers are syncing",
+			ready: readyAs(serving.RoleStandby, nil, func() []string { return []string{"*v1.Pod"} }, false),
+			mode:  modeOf(t, true, true, false, 1), election: standby(),
+			want: map[string]string{"Caches": "warm standby: waiting for shared informers *v1.Pod"},
 		},
 		{
-			name:     "a cold standby",
-			ready:    readyAs(serving.RoleStandby, nil, nil, false),
-			election: standby(false),
+			name:  "a cold standby",
+			ready: readyAs(serving.RoleStandby, nil, nil, false),
+			mode:  modeOf(t, true, false, false, 1), election: standby(),
 			want: map[string]string{
-				"Leader election": "standby (cold) | Lease kube-system/mini-kcm | identity host_b | holder host_a (seen 2s ago) | transitions 4",
+				"Leader election": "standby (cold) | Lease kube-system/mini-kube-controller-manager | identity host_b | holder host_a (seen 2s ago) | transitions 4",
 				"Caches":          "cold standby: none (the informers start on acquiring the Lease)",
 			},
 		},
 		{
 			name:     "a replica still waiting for the apiserver",
-			ready:    &readiness{},
-			election: &electionStatus{lease: "kube-system/mini-kcm", warmStandby: true},
+			mode:     modeOf(t, true, true, false, 1),
+			ready:    &serving.Readiness{},
+			election: &electionStatus{},
 			want: map[string]string{
-				"Leader election": "starting (waiting for the apiserver) | Lease kube-system/mini-kcm",
+				"Leader election": "starting (waiting for the apiserver) | Lease kube-system/mini-kube-controller-manager",
 				"Caches":          "not started yet",
 			},
 		},
 		{
 			name:  "a replica without leader election, shutting down",
+			mode:  modeOf(t, false, true, false, 1),
 			ready: readyAs(serving.RoleLeading, syncedCaches(enabled, ""), nil, true),
 			want: map[string]string{
 				"Leader election": "not electing (--leader-elect=false), running the controllers without a Lease | shutting down",
@@ -180,8 +182,8 @@ func TestReplicaStatuszSaysThisReplicasRoleLeaseControllersCachesAndFence(t *tes
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			status := &replicaStatus{ready: tc.ready, election: tc.election, enabled: enabled,
-				disabled: []string{"endpoints-controller"}, fenceMode: fence, now: func() time.Time { return statuszNow }}
+			status := &replicaStatus{ready: tc.ready, mode: tc.mode, election: tc.election, enabled: enabled,
+				disabled: []string{"endpoints-controller"}, now: func() time.Time { return statuszNow }}
 			code, header, body := getStatusz(t, statuszHandler(status), replicaStatuszPath, "")
 			if code != http.StatusOK || !strings.HasPrefix(header.Get("Content-Type"), "text/plain") ||
 				header.Get("X-Content-Type-Options") != "nosniff" {
@@ -203,7 +205,7 @@ func TestReplicaStatuszSaysThisReplicasRoleLeaseControllersCachesAndFence(t *tes
 }
 
 func TestElectionStatusKnowsTheAcquireTimeOnlyWhileThisReplicaHolds(t *testing.T) {
-	e := &electionStatus{lease: "kube-system/mini-kcm"}
+	e := &electionStatus{}
 	e.joined("me")
 	acquired := metav1.NewTime(statuszNow)
 	e.observe(resourcelock.LeaderElectionRecord{HolderIdentity: "me", AcquireTime: acquired, LeaderTransitions: 1})

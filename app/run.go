@@ -6,13 +6,13 @@ import (
 	"os"
 	goruntime "runtime"
 	"sort"
-	"strconv"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/server/flagz"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 	clientgoleaderelection "k8s.io/client-go/tools/leaderelection"
 	"k8s.io/klog/v2"
 
@@ -59,37 +59,22 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 	logger.Info("Golang settings", "GOGC", os.Getenv("GOGC"), "GOMAXPROCS", os.Getenv("GOMAXPROCS"),
 		"GOTRACEBACK", os.Getenv("GOTRACEBACK"))
 
-	// With leader election, every client's writes are fenced by the Lease (see
-	// leaderelection.Fence); without it there is no Lease and nothing to fence. The
-	// identity is known before any client is built: with --leader-elect-apiserver-fence
-	// the controllers' clients carry it (see clientBuilder.Config).
-	var (
-		fence    *leaderelection.Fence
-		identity string
-	)
-	if le := cfg.LeaderElection; le.LeaderElect {
-		fence = leaderelection.NewFence(le.ResourceNamespace+"/"+le.ResourceName, le.LeaseDuration, nil)
-		var err error
-		if identity, err = leaderelection.NewIdentity(); err != nil {
-			return err
-		}
+	// The run mode decides the identity and the fence before any client is built: the
+	// fence guards every client's writes, and with --leader-elect-apiserver-fence the
+	// controllers' clients carry the identity (see clientBuilder.Config).
+	mode, err := newReplicaMode(cfg)
+	if err != nil {
+		return err
 	}
+	mode.logStart(logger)
 	// The shared informers keep of pods what the registered controllers declare they read.
 	trimmer, err := cachetrim.NewTrimmer(reg.PodReads())
 	if err != nil {
 		return fmt.Errorf("trimming cached pods: %w", err)
 	}
-	mode := fenceMode(cfg)
-	clients := clientBuilder{base: cfg.RESTConfig, fence: fence, trimmer: trimmer}
-	if off, _ := strconv.ParseBool(os.Getenv(NoInProcessFenceEnv)); off && fence != nil {
-		clients.inProcessFenceOff = true
-		mode += "; IN-PROCESS FENCE OFF (" + NoInProcessFenceEnv + ", for e2e tests only)"
-		logger.Error(nil, "TEST ONLY: the in-process write fence is off: this replica writes whether or not it holds its Lease, "+
-			"and only the apiserver's admission policy stops a stale holder; never set this outside e2e tests", "env", NoInProcessFenceEnv)
-	}
-	logger.Info("Write fence", "mode", mode)
-	if cfg.LeaderElection.APIServerFence {
-		clients.holder, clients.controllers = identity, controllerNames(reg)
+	clients := clientBuilder{base: cfg.RESTConfig, fence: mode.fence, inProcessFenceOff: mode.inProcessFenceOff, trimmer: trimmer}
+	if mode.apiserverFence {
+		clients.holder, clients.controllers = mode.identity, sets.New(reg.Names()...)
 	}
 	if cfg.UseServiceAccountCredentials {
 		tokenClient, err := clients.Client("token-requests")
@@ -110,7 +95,7 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 	}
 	events := &eventRecorders{}
 
-	ready := &readiness{}
+	ready := &serving.Readiness{}
 	stopReadiness := context.AfterFunc(ctx, ready.SetStopping)
 	defer stopReadiness()
 	probe := serving.NewAPIServerProbe(probeClient.Discovery().RESTClient(), cfg.RESTConfig.Host)
@@ -118,18 +103,18 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 	// A worker wedged in one sync fails /livez and /healthz, naming controller and key.
 	syncs := &controllers.InFlightSyncs{Threshold: cfg.ControllerSyncStuckThreshold}
 	var watchdog *clientgoleaderelection.HealthzAdaptor
-	if cfg.LeaderElection.LeaderElect {
+	if mode.run != withoutElection {
 		// The watchdog fails /healthz for a leader that has not renewed the Lease for
 		// the lease duration plus the tolerance: it is wedged instead of exiting, and
 		// the kubelet's liveness probe should restart it (kubernetes#70819).
 		watchdog = clientgoleaderelection.NewLeaderHealthzAdaptor(watchdogTolerance)
 	}
-	status := &replicaStatus{ready: ready, fenceMode: func() string { return mode }}
+	status := &replicaStatus{ready: ready, mode: mode}
 	status.enabled, status.disabled = enabledAndDisabled(reg, cfg.EnabledControllers)
-	if le := cfg.LeaderElection; le.LeaderElect {
-		status.election = &electionStatus{lease: le.ResourceNamespace + "/" + le.ResourceName, warmStandby: le.WarmStandby}
+	if mode.run == warmStandby || mode.run == coldStandby {
+		status.election = &electionStatus{}
 	}
-	handler := serving.NewHandler(Version(), serving.NewHealthChecks(syncs, watchdog, probe, &ready.Readiness),
+	handler := serving.NewHandler(Version(), serving.NewHealthChecks(syncs, watchdog, probe, ready),
 		cfg.Serving.EnableProfiling, flagz.NamedFlagSetsReader{FlagSets: cfg.Serving.Flags}, status.fields())
 
 	manager := &controllerManager{
@@ -175,18 +160,16 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 		probing.Go(func() { probe.Run(probeCtx, apiServerProbeInterval) })
 		return probing.Wait, nil
 	})
-	le := cfg.LeaderElection
-	switch {
-	case !le.LeaderElect:
-		logger.Info("Leader election is off: running the controllers without a lease")
+	switch mode.run {
+	case withoutElection:
 		built := manager.addStages(process)
 		err = process.run(ctx, "controllers", func(ctx context.Context) error {
 			return manager.runWorkers(ctx, built)
 		})
-	case cfg.Sharding.Shards > 1:
+	case sharded:
 		// Active-active: the namespaces are cut into shards, and this replica runs the
 		// controllers on its fair share of them; see sharding.Replica.
-		replica, buildErr := newShardedReplica(cfg, manager, clients, identity, probeClient, events, ready)
+		replica, buildErr := newShardedReplica(cfg, mode, manager, clients, probeClient, events, ready)
 		if buildErr != nil {
 			return buildErr
 		}
@@ -194,20 +177,19 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 		err = process.run(ctx, "shards", func(ctx context.Context) error {
 			// The apiserver's half of the fence needs one binding per shard; without
 			// them a shard's stale holder would be fenced in-process only.
-			if le.APIServerFence {
-				if err := checkShardFenceBindings(ctx, probeClient, le.ResourceNamespace, le.ResourceName, cfg.Sharding.Shards); err != nil {
+			if mode.apiserverFence {
+				if err := checkShardFenceBindings(ctx, probeClient, mode.namespace, mode.name, mode.shards); err != nil {
 					return err
 				}
 			}
 			return replica.Run(ctx)
 		})
-	case le.WarmStandby:
+	case warmStandby:
 		// A warm standby builds the controllers and syncs the informers before and
 		// during the election, so that leading only starts the workers: the election
 		// runs a term of workers while leading and releases the Lease after the
 		// workers drained; the informers stop after that. leaderelection owns the
 		// release order.
-		logger.Info("Warm standby: starting the informers before the election; workers start on acquiring the lease, once the caches are fresh")
 		reads, readsErr := clients.Config("takeover-barrier")
 		if readsErr != nil {
 			return readsErr
@@ -216,19 +198,19 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 		if readsErr != nil {
 			return fmt.Errorf("building the takeover barrier's client: %w", readsErr)
 		}
-		manager.takeover = newTakeoverBarrier(metadataClient, le.RetryPeriod)
+		manager.takeover = newTakeoverBarrier(metadataClient, mode.timings.RetryPeriod)
 		built := manager.addStages(process)
 		err = process.run(ctx, "election", func(ctx context.Context) error {
-			return campaign(ctx, cfg, identity, events, watchdog, ready, status.election, fence, func(ctx context.Context) error {
+			return campaign(ctx, cfg.RESTConfig, mode, events, watchdog, ready, status.election, func(ctx context.Context) error {
 				return manager.takeOver(ctx, built)
 			})
 		})
-	default:
+	case coldStandby:
 		// A cold standby only campaigns: the election runs a whole term (informers,
 		// then controllers, see controllerManager.run) while leading and releases the
 		// Lease after the term ended.
 		err = process.run(ctx, "election", func(ctx context.Context) error {
-			return campaign(ctx, cfg, identity, events, watchdog, ready, status.election, fence, manager.run)
+			return campaign(ctx, cfg.RESTConfig, mode, events, watchdog, ready, status.election, manager.run)
 		})
 	}
 	if err == nil {
@@ -237,43 +219,23 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 	return err
 }
 
-// campaign joins the leader election and runs the controllers while leading.
-func campaign(ctx context.Context, cfg *options.Config, identity string, events *eventRecorders,
-	watchdog *clientgoleaderelection.HealthzAdaptor, ready *readiness, election *electionStatus, fence *leaderelection.Fence,
+// campaign joins the election for the mode's Lease and runs the controllers while
+// leading.
+func campaign(ctx context.Context, base *rest.Config, mode *replicaMode, events *eventRecorders,
+	watchdog *clientgoleaderelection.HealthzAdaptor, ready *serving.Readiness, election *electionStatus,
 	runControllers func(context.Context) error) error {
-	le := cfg.LeaderElection
-	timings := leaderelection.Timings{LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod}
-	if !timings.Safe() {
-		// Upstream accepts such timings, so this is a warning, not a validation error.
-		klog.FromContext(ctx).Info("Warning: --leader-elect-lease-duration should exceed --leader-elect-renew-deadline + --leader-elect-retry-period + the Lease request timeout, or a partitioned leader may still act after a standby took over",
-			"leaseDuration", le.LeaseDuration, "renewDeadline", le.RenewDeadline, "retryPeriod", le.RetryPeriod,
-			"requestTimeout", timings.RequestTimeout(), "leaderMayActFor", timings.StopBound())
-	}
-	client, err := leaderelection.NewClient(cfg.RESTConfig, userAgent("leader-election"), timings)
+	client, leaseWatch, err := mode.electionClients(base, "leader-election")
 	if err != nil {
 		return err
 	}
+	election.joined(mode.identity)
+	ready.SetStandby()
+	config := mode.election(client)
+	config.EventRecorder = events.Recorder(eventComponent)
+	config.WatchDog, config.Fence, config.Observe = watchdog, mode.fence, election.observe
 	// A standby watches the Lease, so that it tries to take it the moment it expires.
-	leaseWatch, err := leaderelection.NewWatchClient(cfg.RESTConfig, userAgent("leader-election"))
-	if err != nil {
-		return err
-	}
-	election.joined(identity)
-	ready.setStandby()
-	return leaderelection.Run(ctx, leaderelection.Config{
-		Client:        client,
-		Namespace:     le.ResourceNamespace,
-		Name:          le.ResourceName,
-		Identity:      identity,
-		LeaseDuration: le.LeaseDuration,
-		RenewDeadline: le.RenewDeadline,
-		RetryPeriod:   le.RetryPeriod,
-		EventRecorder: events.Recorder(eventComponent),
-		WatchDog:      watchdog,
-		Fence:         fence,
-		Observe:       election.observe,
-		LeaseWatch:    leaseWatch,
-	}, runControllers)
+	config.LeaseWatch = leaseWatch
+	return leaderelection.Run(ctx, config, runControllers)
 }
 
 // enabledAndDisabled returns the enabled controllers and the registered ones that are

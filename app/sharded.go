@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/mini-kcm/mini-kcm/app/serving"
 	"github.com/mini-kcm/mini-kcm/leaderelection"
 	"github.com/mini-kcm/mini-kcm/options"
 	"github.com/mini-kcm/mini-kcm/sharding"
@@ -21,23 +22,19 @@ import (
 // the process: manager is the single leader's controller manager, of which each shard's
 // term runs a copy restricted to the shard, with its clients fenced by the shard's Lease.
 //
-// identity is the replica's leader-election identity, the holder of its shard Leases;
-// under --leader-elect-apiserver-fence each term's controller clients send it with the
-// shard Lease's name, which the sharded fence policy (deploy/sharded/fence/) compares
-// with that Lease.
-func newShardedReplica(cfg *options.Config, manager *controllerManager, clients clientBuilder, identity string,
-	probe kubernetes.Interface, events *eventRecorders, ready *readiness) (*sharding.Replica, error) {
-	le := cfg.LeaderElection
-	timings := leaderelection.Timings{LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod}
-	electionClient, err := leaderelection.NewClient(cfg.RESTConfig, userAgent("leader-election"), timings)
+// The mode's identity is the holder of the replica's shard Leases; under
+// --leader-elect-apiserver-fence each term's controller clients send it with the shard
+// Lease's name, which the sharded fence policy (deploy/sharded/fence/) compares with
+// that Lease.
+func newShardedReplica(cfg *options.Config, mode *replicaMode, manager *controllerManager, clients clientBuilder,
+	probe kubernetes.Interface, events *eventRecorders, ready *serving.Readiness) (*sharding.Replica, error) {
+	electionClient, leaseWatch, err := mode.electionClients(cfg.RESTConfig, "leader-election")
 	if err != nil {
 		return nil, err
 	}
-	coordinatorClient, err := leaderelection.NewClient(cfg.RESTConfig, userAgent("shard-coordinator"), timings)
-	if err != nil {
-		return nil, err
-	}
-	leaseWatch, err := leaderelection.NewWatchClient(cfg.RESTConfig, userAgent("leader-election"))
+	// The coordinator renews the main Lease on a connection of its own, so that a slow
+	// weighing never delays a shard's renewal.
+	coordinatorClient, err := leaderelection.NewClient(cfg.RESTConfig, userAgent("shard-coordinator"), mode.timings)
 	if err != nil {
 		return nil, err
 	}
@@ -58,11 +55,11 @@ func newShardedReplica(cfg *options.Config, manager *controllerManager, clients 
 		return nil, fmt.Errorf("building the shard coordinator's client: %w", err)
 	}
 	return sharding.New(sharding.Config{
-		Base:               le.ResourceName,
-		Namespace:          le.ResourceNamespace,
-		Identity:           identity,
-		Shards:             cfg.Sharding.Shards,
-		Timings:            timings,
+		Base:               mode.name,
+		Namespace:          mode.namespace,
+		Identity:           mode.identity,
+		Shards:             mode.shards,
+		Timings:            mode.timings,
 		RebalanceThreshold: cfg.Sharding.RebalanceThreshold,
 		RebalancePeriod:    cfg.Sharding.RebalancePeriod,
 		Client:             electionClient,
@@ -72,17 +69,17 @@ func newShardedReplica(cfg *options.Config, manager *controllerManager, clients 
 		Weigh:              sharding.WeighPods(metadataClient),
 		Recorder:           func() record.EventRecorder { return events.Recorder(eventComponent) },
 		Cluster:            cluster,
-		Campaigning:        ready.setStandby,
+		Campaigning:        ready.SetStandby,
 		Term: func(ctx context.Context, term sharding.Term) error {
 			m := *manager
 			shardClients := clients
 			shardClients.fence = term.Fence
 			if shardClients.holder != "" {
-				shardClients.lease = le.ResourceNamespace + "/" + sharding.ShardLeaseName(le.ResourceName, term.Shard)
+				shardClients.lease = mode.namespace + "/" + sharding.ShardLeaseName(mode.name, term.Shard)
 			}
 			shardClients.shardTerm = fmt.Sprintf("shard %d, epoch %d, term %d", term.Shard, term.Epoch, time.Now().UnixMilli())
 			m.clients = shardClients
-			m.readiness = &readiness{}
+			m.readiness = &serving.Readiness{}
 			m.informerName = fmt.Sprintf("%s-shard-%d", informerName, term.Shard)
 			m.shard = term.Informers
 			m.informerClient = func(name string) (kubernetes.Interface, error) {

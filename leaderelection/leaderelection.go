@@ -69,11 +69,9 @@ type Config struct {
 	Name      string
 	// Identity is this candidate's unique name (see NewIdentity).
 	Identity string
-	// LeaseDuration, RenewDeadline and RetryPeriod time the election; they must satisfy
-	// LeaseDuration > RenewDeadline > 1.2 × RetryPeriod.
-	LeaseDuration time.Duration
-	RenewDeadline time.Duration
-	RetryPeriod   time.Duration
+	// Timings time the election; they must satisfy LeaseDuration > RenewDeadline >
+	// 1.2 × RetryPeriod.
+	Timings
 	// EventRecorder records "<identity> became leader" and "<identity> stopped leading"
 	// LeaderElection events on the Lease. Optional.
 	EventRecorder resourcelock.EventRecorder

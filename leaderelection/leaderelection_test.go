@@ -35,9 +35,7 @@ func testConfig(client *fake.Clientset, identity string) Config {
 		Namespace:     leaseNamespace,
 		Name:          leaseName,
 		Identity:      identity,
-		LeaseDuration: 2 * time.Second,
-		RenewDeadline: time.Second,
-		RetryPeriod:   100 * time.Millisecond,
+		Timings:       Timings{LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 100 * time.Millisecond},
 		EventRecorder: record.NewFakeRecorder(100),
 		Exit:          func(code int) { panic(fmt.Sprintf("unexpected exit(%d)", code)) },
 	}

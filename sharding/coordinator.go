@@ -67,17 +67,10 @@ func (c *coordinator) weigh(ctx context.Context) (map[string]int64, error) {
 func (c *coordinator) run(ctx context.Context) {
 	r := c.replica
 	for ctx.Err() == nil {
-		err := leaderelection.Run(ctx, leaderelection.Config{
-			Client:        r.Client,
-			Namespace:     r.Namespace,
-			Name:          r.Base,
-			Identity:      r.Identity,
-			LeaseDuration: r.Timings.LeaseDuration,
-			RenewDeadline: r.Timings.RenewDeadline,
-			RetryPeriod:   r.Timings.RetryPeriod,
-			EventRecorder: r.recorder,
-			Exit:          func(int) {},
-		}, c.coordinate)
+		election := r.election(r.Base)
+		// Losing the base Lease ends this coordination, not the process.
+		election.Exit = func(int) {}
+		err := leaderelection.Run(ctx, election, c.coordinate)
 		if err != nil && ctx.Err() == nil {
 			klog.FromContext(ctx).Info("Stopped coordinating the shards; campaigning again", "reason", err)
 		}

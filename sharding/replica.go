@@ -298,20 +298,10 @@ func (r *Replica) campaign(ctx context.Context, shard int, epoch Epoch, expired 
 			r.breakExpired(electionCtx, expired, label)
 		}
 		fence := leaderelection.NewFence(r.Namespace+"/"+name, r.Timings.LeaseDuration, nil)
-		err := leaderelection.Run(klog.NewContext(electionCtx, logger), leaderelection.Config{
-			Client:            r.Client,
-			Leases:            GuardEpoch(r.Client.CoordinationV1(), r.Namespace, label),
-			Namespace:         r.Namespace,
-			Name:              name,
-			Identity:          r.Identity,
-			LeaseDuration:     r.Timings.LeaseDuration,
-			RenewDeadline:     r.Timings.RenewDeadline,
-			RetryPeriod:       r.Timings.RetryPeriod,
-			EventRecorder:     r.recorder,
-			Fence:             fence,
-			KeepRunningOnLoss: true,
-			LeaseWatch:        r.LeaseWatch,
-		}, func(ctx context.Context) error {
+		election := r.election(name)
+		election.Leases = GuardEpoch(r.Client.CoordinationV1(), r.Namespace, label)
+		election.Fence, election.KeepRunningOnLoss, election.LeaseWatch = fence, true, r.LeaseWatch
+		err := leaderelection.Run(klog.NewContext(electionCtx, logger), election, func(ctx context.Context) error {
 			e.leading.Store(true)
 			defer e.leading.Store(false)
 			klog.FromContext(ctx).Info("Working on a shard", "selector", selector.String())
@@ -678,3 +668,10 @@ const weighPageSize = 500
 // are 200 pages, a few seconds on an idle apiserver and well under a minute on the
 // loaded 2-core one of the benchmarks.
 const weighTimeout = 2 * time.Minute
+
+// election returns what every election of this replica shares, for the Lease name:
+// the client, the identity, the timings and the event recorder.
+func (r *Replica) election(name string) leaderelection.Config {
+	return leaderelection.Config{Client: r.Client, Namespace: r.Namespace, Name: name, Identity: r.Identity,
+		Timings: r.Timings, EventRecorder: r.recorder}
+}
