@@ -44,7 +44,7 @@ type controllerManager struct {
 	clients controllers.ClientBuilder
 	// informerClient builds the read-only client of the shared informers.
 	informerClient func(name string) (kubernetes.Interface, error)
-	// cacheTransform trims what that client did not (see clientBuilder.cacheTransform).
+	// cacheTransform trims what that client did not (see clients.Builder.CacheTransform).
 	cacheTransform cache.TransformFunc
 	// events hands out recorders on the process's event broadcaster.
 	events controllers.EventRecorders

@@ -45,7 +45,7 @@ type replicaMode struct {
 	// base of the shard Leases' names.
 	namespace, name string
 	timings         leaderelection.Timings
-	// fence guards the writes of every client built from the process's clientBuilder;
+	// fence guards the writes of every client built from the process's clients.Builder;
 	// nil without leader election. Sharded, nothing acquires it: a shard term's clients
 	// have the shard Lease's fence instead, and the process's own clients (events,
 	// probes, token requests) only send what passes every fence.
@@ -200,3 +200,11 @@ func (m *replicaMode) electionClients(base *rest.Config, agent string) (kubernet
 func (m *replicaMode) election(client kubernetes.Interface) leaderelection.Config {
 	return leaderelection.Config{Client: client, Namespace: m.namespace, Name: m.name, Identity: m.identity, Timings: m.timings}
 }
+
+// NoInProcessFenceEnv, when set to true, leaves the in-process write fence
+// (leaderelection.Fence) out of every client: a replica then writes whether or not it
+// holds its Lease, and only the apiserver's admission policy
+// (--leader-elect-apiserver-fence) stops a stale holder. It exists for e2e tests only,
+// which prove that policy alone (test/e2e/sharding's frozen-holder test); it is not a
+// supported setting, and the replica logs an error at start when it is set.
+const NoInProcessFenceEnv = "MINI_KCM_E2E_NO_INPROCESS_FENCE"

@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mini-kcm/mini-kcm/app/cachetrim"
+	"github.com/mini-kcm/mini-kcm/app/clients"
 	"github.com/mini-kcm/mini-kcm/app/serving"
 	"github.com/mini-kcm/mini-kcm/controllers"
 	"github.com/mini-kcm/mini-kcm/leaderelection"
@@ -61,7 +62,7 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 
 	// The run mode decides the identity and the fence before any client is built: the
 	// fence guards every client's writes, and with --leader-elect-apiserver-fence the
-	// controllers' clients carry the identity (see clientBuilder.Config).
+	// controllers' clients carry the identity (see clients.Builder.Config).
 	mode, err := newReplicaMode(cfg)
 	if err != nil {
 		return err
@@ -72,24 +73,25 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 	if err != nil {
 		return fmt.Errorf("trimming cached pods: %w", err)
 	}
-	clients := clientBuilder{base: cfg.RESTConfig, fence: mode.fence, inProcessFenceOff: mode.inProcessFenceOff, trimmer: trimmer}
+	builder := clients.Builder{Base: cfg.RESTConfig, UserAgent: userAgent, Fence: mode.fence,
+		InProcessFenceOff: mode.inProcessFenceOff, Trimmer: trimmer}
 	if mode.apiserverFence {
-		clients.holder, clients.controllers = mode.identity, sets.New(reg.Names()...)
+		builder.Holder, builder.Controllers = mode.identity, sets.New(reg.Names()...)
 	}
 	if cfg.UseServiceAccountCredentials {
-		tokenClient, err := clients.Client("token-requests")
+		tokenClient, err := builder.Client("token-requests")
 		if err != nil {
 			return err
 		}
-		clients.serviceAccounts, clients.tokens = controllerServiceAccounts(reg), tokenClient.CoreV1()
+		builder.ServiceAccounts, builder.Tokens = controllerServiceAccounts(reg), tokenClient.CoreV1()
 		logger.Info("Controllers write with the credentials of their own ServiceAccounts", "namespace", "kube-system",
-			"serviceAccounts", clients.serviceAccounts)
+			"serviceAccounts", builder.ServiceAccounts)
 	}
-	eventClient, err := clients.Client("event-recorder")
+	eventClient, err := builder.Client("event-recorder")
 	if err != nil {
 		return err
 	}
-	probeClient, err := clients.Client("apiserver-probe")
+	probeClient, err := builder.Client("apiserver-probe")
 	if err != nil {
 		return err
 	}
@@ -121,9 +123,9 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 		registry:        reg,
 		enabled:         cfg.EnabledControllers,
 		config:          cfg.Controllers,
-		clients:         clients,
-		informerClient:  clients.informerClient,
-		cacheTransform:  clients.cacheTransform(),
+		clients:         builder,
+		informerClient:  builder.InformerClient,
+		cacheTransform:  builder.CacheTransform(),
 		events:          events,
 		minResyncPeriod: cfg.MinResyncPeriod,
 		shutdownTimeout: cfg.ControllerShutdownTimeout,
@@ -169,7 +171,7 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 	case sharded:
 		// Active-active: the namespaces are cut into shards, and this replica runs the
 		// controllers on its fair share of them; see sharding.Replica.
-		replica, buildErr := newShardedReplica(cfg, mode, manager, clients, probeClient, events, ready)
+		replica, buildErr := newShardedReplica(cfg, mode, manager, builder, probeClient, events, ready)
 		if buildErr != nil {
 			return buildErr
 		}
@@ -190,7 +192,7 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 		// runs a term of workers while leading and releases the Lease after the
 		// workers drained; the informers stop after that. leaderelection owns the
 		// release order.
-		reads, readsErr := clients.Config("takeover-barrier")
+		reads, readsErr := builder.Config("takeover-barrier")
 		if readsErr != nil {
 			return readsErr
 		}
@@ -249,4 +251,13 @@ func enabledAndDisabled(reg *controllers.Registry, enabledNames []string) (enabl
 	}
 	sort.Strings(disabled)
 	return sets.List(on), disabled
+}
+
+// controllerServiceAccounts maps every registered controller to its ServiceAccount.
+func controllerServiceAccounts(reg *controllers.Registry) map[string]string {
+	accounts := map[string]string{}
+	for _, d := range reg.Descriptors() {
+		accounts[d.Name] = d.ServiceAccount()
+	}
+	return accounts
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/mini-kcm/mini-kcm/app/clients"
 	"github.com/mini-kcm/mini-kcm/app/serving"
 	"github.com/mini-kcm/mini-kcm/leaderelection"
 	"github.com/mini-kcm/mini-kcm/options"
@@ -26,7 +27,7 @@ import (
 // --leader-elect-apiserver-fence each term's controller clients send it with the shard
 // Lease's name, which the sharded fence policy (deploy/sharded/fence/) compares with
 // that Lease.
-func newShardedReplica(cfg *options.Config, mode *replicaMode, manager *controllerManager, clients clientBuilder,
+func newShardedReplica(cfg *options.Config, mode *replicaMode, manager *controllerManager, builder clients.Builder,
 	probe kubernetes.Interface, events *eventRecorders, ready *serving.Readiness) (*sharding.Replica, error) {
 	electionClient, leaseWatch, err := mode.electionClients(cfg.RESTConfig, "leader-election")
 	if err != nil {
@@ -38,7 +39,7 @@ func newShardedReplica(cfg *options.Config, mode *replicaMode, manager *controll
 	if err != nil {
 		return nil, err
 	}
-	informerClient, err := clients.informerClient("cluster-informers")
+	informerClient, err := builder.InformerClient("cluster-informers")
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +48,7 @@ func newShardedReplica(cfg *options.Config, mode *replicaMode, manager *controll
 		return nil, fmt.Errorf("naming the cluster-scoped informers: %w", err)
 	}
 	cluster := informers.NewSharedInformerFactoryWithOptions(informerClient, resyncPeriod(cfg.MinResyncPeriod),
-		informers.WithTransform(clients.cacheTransform()), informers.WithInformerName(name))
+		informers.WithTransform(builder.CacheTransform()), informers.WithInformerName(name))
 	metadataConfig := rest.CopyConfig(cfg.RESTConfig)
 	metadataConfig.UserAgent = userAgent("shard-coordinator")
 	metadataClient, err := metadata.NewForConfig(metadataConfig)
@@ -72,13 +73,8 @@ func newShardedReplica(cfg *options.Config, mode *replicaMode, manager *controll
 		Campaigning:        ready.SetStandby,
 		Term: func(ctx context.Context, term sharding.Term) error {
 			m := *manager
-			shardClients := clients
-			shardClients.fence = term.Fence
-			if shardClients.holder != "" {
-				shardClients.lease = mode.namespace + "/" + sharding.ShardLeaseName(mode.name, term.Shard)
-			}
-			shardClients.shardTerm = fmt.Sprintf("shard %d, epoch %d, term %d", term.Shard, term.Epoch, time.Now().UnixMilli())
-			m.clients = shardClients
+			m.clients = builder.ForShardTerm(term.Fence, mode.namespace+"/"+sharding.ShardLeaseName(mode.name, term.Shard),
+				fmt.Sprintf("shard %d, epoch %d, term %d", term.Shard, term.Epoch, time.Now().UnixMilli()))
 			m.readiness = &serving.Readiness{}
 			m.informerName = fmt.Sprintf("%s-shard-%d", informerName, term.Shard)
 			m.shard = term.Informers

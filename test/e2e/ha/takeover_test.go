@@ -14,7 +14,7 @@ import (
 	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
 )
 
-// informerAddressEnv is app.InformerAddressEnv: it points a replica's informer
+// informerAddressEnv is clients.InformerAddressEnv (app/clients): it points a replica's informer
 // connection, and only that one, at a proxy.
 const informerAddressEnv = "MINI_KCM_E2E_INFORMER_ADDRESS"
 

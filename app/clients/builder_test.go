@@ -1,4 +1,4 @@
-package app
+package clients
 
 import (
 	"bytes"
@@ -57,9 +57,9 @@ func TestInformerClientDecodesTrimmed(t *testing.T) {
 	}))
 	defer server.Close()
 
-	builder := clientBuilder{base: &rest.Config{Host: server.URL, QPS: 5, Burst: 10,
-		ContentConfig: rest.ContentConfig{ContentType: "application/vnd.kubernetes.protobuf"}}, trimmer: registryTrimmer(t)}
-	client, err := builder.informerClient("shared-informers")
+	builder := Builder{Base: &rest.Config{Host: server.URL, QPS: 5, Burst: 10,
+		ContentConfig: rest.ContentConfig{ContentType: "application/vnd.kubernetes.protobuf"}}, Trimmer: registryTrimmer(t)}
+	client, err := builder.InformerClient("shared-informers")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestInformerClientDecodesTrimmed(t *testing.T) {
 }
 
 func TestEveryClientHasARateLimiterOfItsOwnThatCanBePaidAhead(t *testing.T) {
-	builder := clientBuilder{base: &rest.Config{Host: "https://127.0.0.1:1", QPS: 5, Burst: 10}}
+	builder := Builder{Base: &rest.Config{Host: "https://127.0.0.1:1", QPS: 5, Burst: 10}}
 	a, err := builder.Client("a")
 	if err != nil {
 		t.Fatal(err)
@@ -149,12 +149,12 @@ func TestInformersTalkHTTP2OnAConnectionOfTheirOwn(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"kind":"PodList","apiVersion":"v1","items":[]}`))
 	}))
-	builder := clientBuilder{base: tlsConfigFor(server)}
+	builder := Builder{Base: tlsConfigFor(server)}
 	controller, err := builder.Client("replicaset-controller")
 	if err != nil {
 		t.Fatal(err)
 	}
-	informers, err := builder.informerClient("shared-informers")
+	informers, err := builder.InformerClient("shared-informers")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +262,7 @@ func TestEveryControllerClientIsFencedButOnlyForWrites(t *testing.T) {
 
 	// A fence that never opened: this replica has not acquired the Lease.
 	fence := leaderelection.NewFence("kube-system/mini-kube-controller-manager", 15*time.Second, nil)
-	fenced, err := clientBuilder{base: &rest.Config{Host: server.URL, QPS: 5, Burst: 10}, fence: fence}.Client("replicaset-controller")
+	fenced, err := Builder{Base: &rest.Config{Host: server.URL, QPS: 5, Burst: 10}, Fence: fence}.Client("replicaset-controller")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +279,7 @@ func TestEveryControllerClientIsFencedButOnlyForWrites(t *testing.T) {
 	}
 
 	// --leader-elect=false: no fence.
-	open, err := clientBuilder{base: &rest.Config{Host: server.URL, QPS: 5, Burst: 10}}.Client("replicaset-controller")
+	open, err := Builder{Base: &rest.Config{Host: server.URL, QPS: 5, Burst: 10}}.Client("replicaset-controller")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +316,7 @@ func TestOnlyControllerClientsImpersonateThemselvesWithTheHolder(t *testing.T) {
 	defer server.Close()
 	base := &rest.Config{Host: server.URL, QPS: 5, Burst: 10}
 
-	fenced := clientBuilder{base: base, holder: "host_1234", controllers: sets.New("replicaset-controller")}
+	fenced := Builder{Base: base, Holder: "host_1234", Controllers: sets.New("replicaset-controller")}
 	cfg, err := fenced.Config("replicaset-controller")
 	if err != nil {
 		t.Fatal(err)
@@ -332,7 +332,7 @@ func TestOnlyControllerClientsImpersonateThemselvesWithTheHolder(t *testing.T) {
 			t.Errorf("client %s: impersonates %+v (err %v), want nothing: it writes nothing the policy fences", name, cfg.Impersonate, err)
 		}
 	}
-	if cfg, err := (clientBuilder{base: base}).Config("replicaset-controller"); err != nil || cfg.Impersonate.UserName != "" {
+	if cfg, err := (Builder{Base: base}).Config("replicaset-controller"); err != nil || cfg.Impersonate.UserName != "" {
 		t.Errorf("without the flag the controller's client impersonates %+v (err %v)", cfg.Impersonate, err)
 	}
 	if len(impersonated) != 1 {

@@ -1,4 +1,4 @@
-package app
+package clients
 
 import (
 	"testing"
@@ -9,12 +9,13 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/mini-kcm/mini-kcm/app/cachetrim"
+	"github.com/mini-kcm/mini-kcm/controllers/all"
 )
 
 // registryTrimmer keeps of pods what the compiled-in controllers read, as Run's does.
 func registryTrimmer(t *testing.T) *cachetrim.Trimmer {
 	t.Helper()
-	trimmer, err := cachetrim.NewTrimmer(newRegistry().PodReads())
+	trimmer, err := cachetrim.NewTrimmer(all.Registry().PodReads())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,8 +24,8 @@ func registryTrimmer(t *testing.T) *cachetrim.Trimmer {
 
 // With JSON the informer client decodes pods whole, and the transform trims them.
 func TestCacheTransformSlimsJSONPodsAndKeepsOtherObjectsWhole(t *testing.T) {
-	trimCachedObject := clientBuilder{base: &rest.Config{ContentConfig: rest.ContentConfig{ContentType: "application/json"}},
-		trimmer: registryTrimmer(t)}.cacheTransform()
+	trimCachedObject := Builder{Base: &rest.Config{ContentConfig: rest.ContentConfig{ContentType: "application/json"}},
+		Trimmer: registryTrimmer(t)}.CacheTransform()
 	managed := []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", ManagedFields: managed, Annotations: map[string]string{"a": "b"}},
@@ -66,8 +67,8 @@ func TestCacheTransformSlimsJSONPodsAndKeepsOtherObjectsWhole(t *testing.T) {
 // With protobuf the informer client's Decoder trimmed the pods already: the transform
 // does not encode and decode them a second time.
 func TestCacheTransformLeavesProtobufPodsToTheDecoder(t *testing.T) {
-	transform := clientBuilder{base: &rest.Config{ContentConfig: rest.ContentConfig{ContentType: "application/vnd.kubernetes.protobuf"}},
-		trimmer: registryTrimmer(t)}.cacheTransform()
+	transform := Builder{Base: &rest.Config{ContentConfig: rest.ContentConfig{ContentType: "application/vnd.kubernetes.protobuf"}},
+		Trimmer: registryTrimmer(t)}.CacheTransform()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:1"}}},

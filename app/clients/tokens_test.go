@@ -1,4 +1,4 @@
-package app
+package clients
 
 import (
 	"errors"
@@ -155,8 +155,8 @@ func TestTokenRequestIsRetriedWithBackoffUnlessTheAccountOrGrantIsMissing(t *tes
 func TestMissingServiceAccountFailsTheClientWithTheFix(t *testing.T) {
 	client := fake.NewClientset()
 	tokenReactor(t, client, time.Now())
-	builder := clientBuilder{base: &rest.Config{Host: "https://127.0.0.1:1", QPS: 5, Burst: 10},
-		serviceAccounts: map[string]string{"endpoints-controller": "mini-kcm-endpoints-controller"}, tokens: client.CoreV1()}
+	builder := Builder{Base: &rest.Config{Host: "https://127.0.0.1:1", QPS: 5, Burst: 10},
+		ServiceAccounts: map[string]string{"endpoints-controller": "mini-kcm-endpoints-controller"}, Tokens: client.CoreV1()}
 	_, err := builder.Client("endpoints-controller")
 	if err == nil {
 		t.Fatal("a client for a controller whose ServiceAccount does not exist was built")
@@ -199,8 +199,8 @@ func TestControllerClientAuthenticatesAsItsServiceAccountOnly(t *testing.T) {
 
 	client := fake.NewClientset()
 	requested := tokenReactor(t, client, time.Now(), "replicaset-controller")
-	builder := clientBuilder{base: &rest.Config{Host: server.URL, QPS: 5, Burst: 10, BearerToken: "process-token"},
-		serviceAccounts: map[string]string{"replicaset-controller": "replicaset-controller"}, tokens: client.CoreV1()}
+	builder := Builder{Base: &rest.Config{Host: server.URL, QPS: 5, Burst: 10, BearerToken: "process-token"},
+		ServiceAccounts: map[string]string{"replicaset-controller": "replicaset-controller"}, Tokens: client.CoreV1()}
 	for _, name := range []string{"replicaset-controller", "event-recorder"} {
 		c, err := builder.Client(name)
 		if err != nil {
@@ -212,10 +212,10 @@ func TestControllerClientAuthenticatesAsItsServiceAccountOnly(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if got := auth[userAgent("replicaset-controller")]; got != "Bearer token-for-replicaset-controller" {
+	if got := auth[builder.userAgent("replicaset-controller")]; got != "Bearer token-for-replicaset-controller" {
 		t.Errorf("the controller sent Authorization %q, want its ServiceAccount's token", got)
 	}
-	if got := auth[userAgent("event-recorder")]; got != "Bearer process-token" {
+	if got := auth[builder.userAgent("event-recorder")]; got != "Bearer process-token" {
 		t.Errorf("the event recorder sent Authorization %q, want the --kubeconfig credentials", got)
 	}
 	if len(*requested) != 1 {

@@ -1,4 +1,4 @@
-package app
+package clients
 
 import (
 	"context"
@@ -13,8 +13,6 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
-
-	"github.com/mini-kcm/mini-kcm/controllers"
 )
 
 // The lifetime of a controller's token, as upstream's clientbuilder asks for: an hour.
@@ -129,13 +127,4 @@ func (s *serviceAccountTokens) now() time.Time {
 		return time.Now()
 	}
 	return s.clock.Now()
-}
-
-// controllerServiceAccounts maps every registered controller to its ServiceAccount.
-func controllerServiceAccounts(reg *controllers.Registry) map[string]string {
-	accounts := map[string]string{}
-	for _, d := range reg.Descriptors() {
-		accounts[d.Name] = d.ServiceAccount()
-	}
-	return accounts
 }
