@@ -25,13 +25,17 @@ type InFlightSyncs struct {
 }
 
 type inFlightSync struct {
-	controller, key string
-	started         time.Time
+	controller string
+	// key is the queue's key as it is; Check formats it, so that a sync costs no
+	// formatting (fmt.Sprint of a pod projection key formats two label maps).
+	key     any
+	started time.Time
 }
 
 // Started records that controller began syncing key; the returned func records that the
-// sync ended and must be called exactly once.
-func (s *InFlightSyncs) Started(controller, key string) (done func()) {
+// sync ended and must be called exactly once. The key is formatted (fmt.Sprint) only
+// when Check reports it.
+func (s *InFlightSyncs) Started(controller string, key any) (done func()) {
 	if s == nil {
 		return func() {}
 	}
@@ -65,7 +69,7 @@ func (s *InFlightSyncs) Check() error {
 	var stuck []string
 	for _, sync := range s.syncs {
 		if age := now.Sub(sync.started); age > s.Threshold {
-			stuck = append(stuck, fmt.Sprintf("%s has synced %q for %s", sync.controller, sync.key, age.Round(time.Second)))
+			stuck = append(stuck, fmt.Sprintf("%s has synced %q for %s", sync.controller, fmt.Sprint(sync.key), age.Round(time.Second)))
 		}
 	}
 	if len(stuck) == 0 {

@@ -11,7 +11,6 @@ package queueworker
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -87,7 +86,7 @@ func (q *Queue[K]) processNextWorkItem(ctx context.Context, syncs *controllers.I
 	}
 	defer q.Done(key)
 
-	done := syncs.Started(q.Controller, fmt.Sprint(key))
+	done := syncs.Started(q.Controller, key)
 	start := time.Now()
 	err := q.Sync(ctx, key)
 	done()
