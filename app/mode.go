@@ -90,6 +90,10 @@ func newReplicaMode(cfg *options.Config) (*replicaMode, error) {
 	return m, nil
 }
 
+// singleLeader reports whether one leader runs every controller on one Lease: a warm
+// or a cold standby.
+func (m *replicaMode) singleLeader() bool { return m.run == warmStandby || m.run == coldStandby }
+
 // lease is the (main) Lease's namespace/name.
 func (m *replicaMode) lease() string { return m.namespace + "/" + m.name }
 

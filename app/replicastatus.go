@@ -118,7 +118,7 @@ func (s *replicaStatus) clock() time.Time {
 func (s *replicaStatus) leaderElection() string {
 	st := s.ready.State()
 	parts := []string{s.mode.role(st.Role)}
-	if s.mode.run == warmStandby || s.mode.run == coldStandby {
+	if s.mode.singleLeader() {
 		parts = append(parts, "Lease "+s.mode.lease())
 		if s.election != nil {
 			parts = append(parts, s.leaseParts(s.election.snapshot())...)

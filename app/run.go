@@ -113,7 +113,7 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 	}
 	status := &replicaStatus{ready: ready, mode: mode}
 	status.enabled, status.disabled = enabledAndDisabled(reg, cfg.EnabledControllers)
-	if mode.run == warmStandby || mode.run == coldStandby {
+	if mode.singleLeader() {
 		status.election = &electionStatus{}
 	}
 	handler := serving.NewHandler(Version(), serving.NewHealthChecks(syncs, watchdog, probe, ready),
