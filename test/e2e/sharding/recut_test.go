@@ -35,12 +35,7 @@ func TestARecutPausesOnlyTheShardsWhoseRangeMoves(t *testing.T) {
 	// every shard that holds a tenant, and no growth of one keeps a tenant's shard
 	// (three draws in four, in a model of the suite with such leftovers; about 1 in 140 with
 	// these names and the growths tried below).
-	tenants := make([]string, 12)
-	for i := range tenants {
-		tenants[i] = fmt.Sprintf("t%02d-%s", i, f.Namespace)
-		createNamespace(t, f, tenants[i])
-		createReplicaSet(t, f, tenants[i], 3)
-	}
+	tenants := createTenantsNamed(t, f, 12, 3, "t%02[2]d-%[1]s")
 	waitForPods(t, f, tenants, 3)
 	waitForFairShares(t, f, replicas, 2)
 

@@ -137,9 +137,16 @@ func shardedArgs(shards int, extra ...string) framework.ReplicaOptions {
 // with a ReplicaSet of replicas pods.
 func createTenants(t *testing.T, f *framework.Framework, n int, replicas int32) []string {
 	t.Helper()
+	return createTenantsNamed(t, f, n, replicas, "%[1]s-t%02[2]d")
+}
+
+// createTenantsNamed creates n tenant namespaces named by format, whose arguments are
+// the test's namespace and the tenant's number, each with a ReplicaSet of replicas pods.
+func createTenantsNamed(t *testing.T, f *framework.Framework, n int, replicas int32, format string) []string {
+	t.Helper()
 	tenants := make([]string, n)
 	for i := range tenants {
-		tenants[i] = fmt.Sprintf("%s-t%02d", f.Namespace, i)
+		tenants[i] = fmt.Sprintf(format, f.Namespace, i)
 		createNamespace(t, f, tenants[i])
 		createReplicaSet(t, f, tenants[i], replicas)
 	}
