@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/mini-kcm/mini-kcm/app/serving"
+	"github.com/mini-kcm/mini-kcm/leaderelection"
 	"github.com/mini-kcm/mini-kcm/controllers"
 )
 
@@ -123,6 +124,7 @@ func (s *replicaStatus) leaderElection() string {
 		if s.election != nil {
 			parts = append(parts, s.leaseParts(s.election.snapshot())...)
 		}
+		parts = append(parts, s.termParts(leaderelection.Stats(s.mode.name))...)
 	}
 	if st.Stopping {
 		parts = append(parts, "shutting down")
@@ -154,6 +156,21 @@ func (s *replicaStatus) leaseParts(e electionSnapshot) []string {
 			e.acquired.UTC().Format(time.RFC3339), duration.HumanDuration(now.Sub(e.acquired))))
 	}
 	return append(parts, fmt.Sprintf("transitions %d", e.transitions))
+}
+
+// termParts says whether the term is paused, and how often terms of this process
+// paused, resumed and lost the Lease, once any did, e.g. "paused 3s ago: writes fenced
+// until a renewal succeeds | pauses 2, resumes 1, lost 0".
+func (s *replicaStatus) termParts(st leaderelection.LeaseStats) []string {
+	if st == (leaderelection.LeaseStats{}) {
+		return nil
+	}
+	var parts []string
+	if !st.PausedSince.IsZero() {
+		parts = append(parts, fmt.Sprintf("paused %s ago: writes fenced until a renewal succeeds",
+			duration.HumanDuration(s.clock().Sub(st.PausedSince))))
+	}
+	return append(parts, fmt.Sprintf("pauses %d, resumes %d, lost %d", st.Pauses, st.Resumes, st.Losses))
 }
 
 // controllers names the enabled and the disabled controllers.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mini-kcm/mini-kcm/app/serving"
 	"github.com/mini-kcm/mini-kcm/controllers"
+	"github.com/mini-kcm/mini-kcm/leaderelection"
 )
 
 // getStatusz requests path with an Accept header ("" for none).
@@ -215,5 +216,17 @@ func TestElectionStatusKnowsTheAcquireTimeOnlyWhileThisReplicaHolds(t *testing.T
 	e.observe(resourcelock.LeaderElectionRecord{HolderIdentity: "", AcquireTime: acquired, LeaderTransitions: 1})
 	if got := e.snapshot(); !got.acquired.IsZero() || got.holder != "" {
 		t.Errorf("after a release: %+v, want no acquire time", got)
+	}
+}
+
+func TestReplicaStatuszSaysWhenTheTermIsPausedAndCountsPausesAndLosses(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 10, 0, time.UTC)
+	s := &replicaStatus{now: func() time.Time { return now }}
+	if got := s.termParts(leaderelection.LeaseStats{}); got != nil {
+		t.Errorf("termParts(nothing happened) = %q, want nothing", got)
+	}
+	got := strings.Join(s.termParts(leaderelection.LeaseStats{Pauses: 2, Resumes: 1, PausedSince: now.Add(-3 * time.Second)}), " | ")
+	if want := "paused 3s ago: writes fenced until a renewal succeeds | pauses 2, resumes 1, lost 0"; got != want {
+		t.Errorf("termParts = %q, want %q", got, want)
 	}
 }

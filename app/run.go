@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	goruntime "runtime"
@@ -13,7 +14,6 @@ import (
 	"k8s.io/apiserver/pkg/server/flagz"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
-	clientgoleaderelection "k8s.io/client-go/tools/leaderelection"
 	"k8s.io/klog/v2"
 
 	"github.com/mini-kcm/mini-kcm/app/cachetrim"
@@ -31,8 +31,9 @@ const (
 	apiServerWaitTimeout = 10 * time.Second
 	// apiServerProbeInterval is how often /readyz's view of the apiserver is refreshed.
 	apiServerProbeInterval = 5 * time.Second
-	// watchdogTolerance is how long after its lease expired a leader that did not exit is
-	// still reported healthy; beyond it /healthz fails so the kubelet restarts it.
+	// watchdogTolerance is how long beyond its renew deadline a leader's renewal loop
+	// may go without trying to renew before /healthz fails, so that the kubelet
+	// restarts a wedged leader (see leaderelection.Watchdog).
 	watchdogTolerance = 20 * time.Second
 	// eventComponent is the source of the process's own events (LeaderElection on the Lease).
 	eventComponent = "mini-kcm"
@@ -47,7 +48,9 @@ const (
 // starts the informers only once it leads. On shutdown these stop in reverse order.
 //
 // Run returns nil after a graceful shutdown and an error when something failed or the
-// controllers did not stop in time. A lost Lease exits the process with code 1.
+// controllers did not stop in time. A lost Lease makes this replica a standby again:
+// its controllers drained behind the closed fence, and they are built anew for the
+// next term (see campaignUntilShutdown).
 func Run(ctx context.Context, cfg *options.Config, reg *controllers.Registry) error {
 	return run(ctx, cfg, reg, apiServerWaitTimeout)
 }
@@ -104,12 +107,12 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 
 	// A worker wedged in one sync fails /livez and /healthz, naming controller and key.
 	syncs := &controllers.InFlightSyncs{Threshold: cfg.ControllerSyncStuckThreshold}
-	var watchdog *clientgoleaderelection.HealthzAdaptor
+	var watchdog *leaderelection.Watchdog
 	if mode.run != withoutElection {
-		// The watchdog fails /healthz for a leader that has not renewed the Lease for
-		// the lease duration plus the tolerance: it is wedged instead of exiting, and
-		// the kubelet's liveness probe should restart it (kubernetes#70819).
-		watchdog = clientgoleaderelection.NewLeaderHealthzAdaptor(watchdogTolerance)
+		// The watchdog fails /healthz for a leader whose renewal loop stopped trying:
+		// it is wedged, and the kubelet's liveness probe should restart it
+		// (kubernetes#70819). A leader paused by an unreachable apiserver is healthy.
+		watchdog = leaderelection.NewWatchdog(watchdogTolerance)
 	}
 	status := &replicaStatus{ready: ready, mode: mode}
 	status.enabled, status.disabled = enabledAndDisabled(reg, cfg.EnabledControllers)
@@ -201,10 +204,17 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 			return fmt.Errorf("building the takeover barrier's client: %w", readsErr)
 		}
 		manager.takeover = newTakeoverBarrier(metadataClient, mode.timings.RetryPeriod)
-		built := manager.addStages(process)
 		err = process.run(ctx, "election", func(ctx context.Context) error {
-			return campaign(ctx, cfg.RESTConfig, mode, events, watchdog, ready, status.election, func(ctx context.Context) error {
-				return manager.takeOver(ctx, built)
+			return campaignUntilShutdown(ctx, func(ctx context.Context) error {
+				// Each campaign builds the controllers anew: a lost term's shut its
+				// queues down.
+				standby := newLifecycle("standby")
+				built := manager.addStages(standby)
+				return standby.run(ctx, "election", func(ctx context.Context) error {
+					return campaign(ctx, cfg.RESTConfig, mode, events, watchdog, ready, status.election, func(ctx context.Context) error {
+						return manager.takeOver(ctx, built)
+					})
+				})
 			})
 		})
 	case coldStandby:
@@ -212,7 +222,9 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 		// then controllers, see controllerManager.run) while leading and releases the
 		// Lease after the term ended.
 		err = process.run(ctx, "election", func(ctx context.Context) error {
-			return campaign(ctx, cfg.RESTConfig, mode, events, watchdog, ready, status.election, manager.run)
+			return campaignUntilShutdown(ctx, func(ctx context.Context) error {
+				return campaign(ctx, cfg.RESTConfig, mode, events, watchdog, ready, status.election, manager.run)
+			})
 		})
 	}
 	if err == nil {
@@ -221,10 +233,26 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 	return err
 }
 
+// campaignUntilShutdown campaigns again each time a term lost the Lease, until ctx is
+// cancelled: a lost Lease makes this replica a standby, not an exit. A term whose
+// workers did not stop in time ends the process instead (its error is returned).
+func campaignUntilShutdown(ctx context.Context, campaignOnce func(ctx context.Context) error) error {
+	for {
+		err := campaignOnce(ctx)
+		if !errors.Is(err, leaderelection.ErrLeaseLost) || errors.Is(err, leaderelection.ErrControllersStillRunning) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		klog.FromContext(ctx).Info("Standing by again: the lost term's controllers drained")
+	}
+}
+
 // campaign joins the election for the mode's Lease and runs the controllers while
 // leading.
 func campaign(ctx context.Context, base *rest.Config, mode *replicaMode, events *eventRecorders,
-	watchdog *clientgoleaderelection.HealthzAdaptor, ready *serving.Readiness, election *electionStatus,
+	watchdog *leaderelection.Watchdog, ready *serving.Readiness, election *electionStatus,
 	runControllers func(context.Context) error) error {
 	client, leaseWatch, err := mode.electionClients(base, "leader-election")
 	if err != nil {

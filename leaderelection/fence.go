@@ -22,14 +22,20 @@ import (
 // from the moment it saw that write before it takes over. Counting from the send time
 // and not from the response is what keeps a slow renewal from stretching the fence.
 //
-// A fence only ever closes for good: once the election lost or released the Lease, no
-// later write reopens it, since the process then ends its election and exits.
+// A leader that could not renew for the renew deadline pauses: the fence is closed by
+// its clock (see bound) and reopens at the next renewal that succeeds, since that
+// optimistic write proves nobody took the Lease in between. A term that lost or
+// released the Lease closes the fence for good; only a new term (newTerm, which Run
+// calls after the last term's workers drained) can open it again, at its acquisition.
 type Fence struct {
 	// lease names the Lease, namespace/name, for errors.
 	lease string
 	// validFor is how long after a successful write was sent the Lease is ours.
 	validFor time.Duration
-	clock    clock.PassiveClock
+	// pauseAfter, when set and shorter than validFor, is how long after a successful
+	// write was sent this replica writes: the renew deadline (see bound).
+	pauseAfter time.Duration
+	clock      clock.PassiveClock
 	// refused counts the writes the fence refused, for the lost-lease log line.
 	refused atomic.Int64
 
@@ -38,8 +44,8 @@ type Fence struct {
 	held bool
 	// until is when the Lease stops being ours unless renewed; meaningful when held.
 	until time.Time
-	// closedAt and closedBecause record the end of the election for this process:
-	// lost, taken over or released. The fence stays closed afterwards.
+	// closedAt and closedBecause record the end of the term: lost, taken over or
+	// released. The fence stays closed until the next term (newTerm).
 	closedAt      time.Time
 	closedBecause string
 }
@@ -94,13 +100,34 @@ func (f *Fence) Check() (time.Time, error) {
 	case !f.held:
 		return time.Time{}, &FencedError{Lease: f.lease, Reason: "this replica has not acquired it"}
 	case !now.Before(f.until):
-		return time.Time{}, &FencedError{Lease: f.lease, Reason: "not renewed in time by this replica's clock", Ago: now.Sub(f.until)}
+		return time.Time{}, &FencedError{Lease: f.lease, Reason: "paused: not renewed in time by this replica's clock; " +
+			"writes resume once a renewal succeeds", Ago: now.Sub(f.until)}
 	}
 	return f.until, nil
 }
 
-// Close closes the fence for good, before the caller writes anything that gives up
-// the Lease or after it learnt that the Lease is lost.
+// bound makes the fence close d after a successful write was sent when d is shorter
+// than the lease duration - Margin: Run passes the renew deadline, at which a leader
+// that could not renew pauses.
+func (f *Fence) bound(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if d > 0 && d < f.validFor {
+		f.pauseAfter = d
+	}
+}
+
+// newTerm readies a closed fence for the next acquisition: it stays closed ("not
+// acquired") until the first successful write of the new term. Run calls it before it
+// campaigns, never while a run function of an earlier term may still write.
+func (f *Fence) newTerm() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.held, f.until, f.closedAt, f.closedBecause = false, time.Time{}, time.Time{}, ""
+}
+
+// Close closes the fence for the rest of the term, before the caller writes anything
+// that gives up the Lease or after it learnt that the Lease is lost.
 func (f *Fence) Close(reason string) {
 	now := f.clock.Now()
 	f.mu.Lock()
@@ -120,7 +147,11 @@ func (f *Fence) extend(sent time.Time) {
 	if f.closedBecause != "" {
 		return
 	}
-	until := sent.Add(f.validFor)
+	validFor := f.validFor
+	if f.pauseAfter > 0 {
+		validFor = f.pauseAfter
+	}
+	until := sent.Add(validFor)
 	if !f.held || until.After(f.until) {
 		f.held, f.until = true, until
 	}
@@ -154,25 +185,20 @@ func (e *FencedError) Error() string {
 		e.Lease, e.Reason, when)
 }
 
-// fencedLock is the elector's lock with the fence attached: every successful write
-// naming this replica as holder extends the fence from the moment it was sent; a write
-// naming anyone else (a release) closes the fence before it is sent; a read showing
-// another holder while this replica leads closes the fence and reports the takeover.
+// fencedLock is the election's lock with the fence attached: every successful write
+// naming this replica as holder extends the fence from the moment it was sent (a
+// paused fence reopens); a write naming anyone else (a release) closes the fence
+// before it is sent; a read showing another holder while this replica leads closes
+// the fence before the caller learns of it.
 type fencedLock struct {
 	resourcelock.Interface
 	fence *Fence
-	// takenOver is called, once the fence is closed, when a read shows that another
-	// replica holds the Lease this replica believed it held.
-	takenOver func(holder string)
 }
 
 func (l *fencedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
 	record, raw, err := l.Interface.Get(ctx)
 	if err == nil && record.HolderIdentity != l.Identity() && l.fence.leading() {
 		l.fence.Close(fmt.Sprintf("taken over by %q", record.HolderIdentity))
-		if l.takenOver != nil {
-			l.takenOver(record.HolderIdentity)
-		}
 	}
 	return record, raw, err
 }

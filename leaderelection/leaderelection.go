@@ -1,33 +1,40 @@
 // Package leaderelection runs mini-kcm's controllers only while this process holds a
-// Lease, and hands the Lease over safely when the process stops. It drives client-go's
-// LeaderElector; what it adds, and why (docs/high-availability.md and docs/fencing.md
-// give the measured figures):
+// Lease, and hands the Lease over safely when the process stops. It keeps client-go's
+// Lease record and resourcelock.LeaseLock, but runs its own election (client-go's
+// elector ends a term at the renew deadline and polls on the real clock); what it
+// does, and why (docs/high-availability.md and docs/fencing.md give the measured
+// figures and the safety argument):
 //
 //   - Fence: no mutating request leaves a fenced client unless this replica holds the
-//     Lease by its own monotonic clock (last acquisition or renewal sent + lease
-//     duration - Margin). It closes when leading stops, when a read shows another
-//     holder, and before a release; an allowed write's context ends with it. A VM
-//     suspended past the lease is not covered by a monotonic clock: for that,
+//     Lease by its own monotonic clock (last successful write sent + the renew
+//     deadline, and never beyond lease duration - Margin). It closes when a read shows
+//     another holder and before a release; an allowed write's context ends with it.
+//     A VM suspended past the lease is not covered by a monotonic clock: for that,
 //     ImpersonateHolder sends the holder to the apiserver's fence policy
 //     (--leader-elect-apiserver-fence, deploy/fence/).
+//   - Only time in contact counts: a standby takes over once it saw no change to the
+//     Lease for its duration on its own clock while its own reads were answered (see
+//     standby). Skew between replicas is harmless, and a stall of the apiserver that
+//     every replica shares moves no Lease.
+//   - A leader that cannot renew pauses, it does not abdicate: at the renew deadline
+//     its fence closes and it keeps renewing with optimistic updates; the first that
+//     succeeds resumes it (see term).
+//   - A lost Lease (a conflict, then a read showing another holder, a release or a
+//     deletion) closes the fence for good, cancels the run function and waits for it;
+//     Run then returns ErrLeaseLost and the caller campaigns again as a standby. The
+//     process exits only if the run function's workers did not stop
+//     (ErrControllersStillRunning).
 //   - Timings.StopBound: a leader cut off after its last successful renewal stops
-//     acting within request timeout + retry period + renew deadline; only a longer
+//     writing within request timeout + retry period + renew deadline; only a longer
 //     lease duration guarantees it stopped before a standby starts (the fence stops
 //     its writes earlier, whatever the timings).
-//   - Only the local clock decides: a standby takes over once it saw no change to the
-//     Lease for its duration on its own clock, so skew between replicas is harmless.
-//   - Config.LeaseWatch: a standby watches the Lease and tries at the moment it expires
-//     instead of polling; it reads before it writes, so a lagging watch can only delay
-//     a takeover, never hasten it.
-//   - A lost Lease exits the process at once (code 1), without writing: restarting is
-//     the only way to be sure no worker acts any more. With Config.KeepRunningOnLoss (a
-//     sharded replica's shard Leases) the fence closes, the run drains and Run returns
-//     ErrLeaseLost; workers that do not stop (ErrControllersStillRunning) still exit.
+//   - Config.LeaseWatch: a standby also watches the Lease, so that it sees a renewal
+//     as it is written and tries the moment the Lease expires; it reads before it
+//     writes, so a lagging watch can only delay a takeover, never hasten it.
 //   - SIGTERM: the run function returns only after every worker and informer stopped,
 //     while the Lease is still renewed; then the Lease is released with a fresh
 //     context, so a standby takes over within a retry period and never while an old
-//     worker runs. client-go's ReleaseOnCancel would release while the workers still
-//     run, so it stays off.
+//     worker runs.
 package leaderelection
 
 import (
@@ -35,7 +42,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -44,7 +50,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -55,8 +60,8 @@ import (
 // standby starts while a stuck worker of this process may still write.
 var ErrControllersStillRunning = errors.New("controllers are still running")
 
-// ErrLeaseLost is returned by Run when the Lease was lost: with
-// Config.KeepRunningOnLoss, or when Config.Exit returns, which the real exit never does.
+// ErrLeaseLost is returned by Run when the Lease was lost while leading: the fence
+// closed and the run function drained. The caller may campaign again.
 var ErrLeaseLost = errors.New("leaderelection lost")
 
 // Config configures one candidate in the election.
@@ -75,22 +80,15 @@ type Config struct {
 	// EventRecorder records "<identity> became leader" and "<identity> stopped leading"
 	// LeaderElection events on the Lease. Optional.
 	EventRecorder resourcelock.EventRecorder
-	// WatchDog, when set, is tied to the elector so that /healthz fails for a leader
-	// that stopped renewing but did not exit. Optional.
-	WatchDog *leaderelection.HealthzAdaptor
-	// Exit ends the process after a lost Lease. It defaults to flushing the logs and
-	// exiting; tests replace it.
-	Exit func(code int)
-	// Fence, when set, learns of every acquisition and renewal and is closed when the
-	// Lease is lost or released (see Fence). It must be made for this Lease and
-	// LeaseDuration. Optional: without it nothing is fenced.
+	// WatchDog, when set, fails /healthz for a leader whose renewal loop stopped
+	// trying (see Watchdog). Optional.
+	WatchDog *Watchdog
+	// Fence, when set, learns of every acquisition and renewal, closes at the renew
+	// deadline until a renewal succeeds, and closes for the term when the Lease is
+	// lost or released (see Fence). It must be made for this Lease and LeaseDuration.
+	// Optional: without it nothing is fenced, and a leader that cannot renew within
+	// the renew deadline ends its term (Run returns ErrLeaseLost) instead of pausing.
 	Fence *Fence
-	// KeepRunningOnLoss makes a lost Lease end this election only, not the process:
-	// Run returns ErrLeaseLost once run drained (see the package documentation). It
-	// needs Fence, which keeps the draining workers from writing. A sharded replica
-	// sets it, so that a shard renewal lost to a slow apiserver costs that shard
-	// rather than every shard the replica holds.
-	KeepRunningOnLoss bool
 	// Leases, when set, is the Lease client of the election instead of Client's; the
 	// sharded mode guards it (see shards.GuardEpoch).
 	Leases coordinationv1client.LeasesGetter
@@ -107,7 +105,8 @@ type Config struct {
 	// timeout. Optional.
 	LeaseWatch coordinationv1client.LeasesGetter
 
-	// clock measures the standby's wait; nil means the real clock. Tests replace it.
+	// clock times the standby's wait and the term's renewals; nil means the real
+	// clock. Tests replace it.
 	clock clock.Clock
 }
 
@@ -186,24 +185,20 @@ func clientConfig(base *rest.Config, userAgent string, t Timings) *rest.Config {
 	return cfg
 }
 
-// Run campaigns for the Lease until ctx is cancelled. While this process leads, it calls
-// run with a context that is cancelled on ctx's cancellation or on a lost Lease; run must
-// return only after everything it started has stopped.
+// Run campaigns for the Lease until ctx is cancelled or one term ended. While this
+// process leads, it calls run with a context that is cancelled on ctx's cancellation or
+// on a lost Lease; run must return only after everything it started has stopped.
 //
 // Run returns nil after a clean shutdown (ctx cancelled, whether leading or not), run's
 // error if run returned one (the Lease is released first, unless the error wraps
-// ErrControllersStillRunning), and exits the process through cfg.Exit if the Lease is
-// lost, or returns ErrLeaseLost once run drained with cfg.KeepRunningOnLoss.
+// ErrControllersStillRunning), and ErrLeaseLost once run drained after the Lease was
+// lost, joined with run's error if that wraps ErrControllersStillRunning.
 func Run(ctx context.Context, cfg Config, run func(ctx context.Context) error) error {
 	logger := klog.FromContext(ctx)
-	if cfg.KeepRunningOnLoss && cfg.Fence == nil {
-		return fmt.Errorf("leader election on lease %s/%s: KeepRunningOnLoss needs a Fence, "+
-			"or draining workers could write after the Lease was lost", cfg.Namespace, cfg.Name)
+	if err := cfg.Timings.validate(); err != nil {
+		return fmt.Errorf("configuring leader election on lease %s/%s: %w", cfg.Namespace, cfg.Name, err)
 	}
-	exit := cfg.Exit
-	if exit == nil {
-		exit = func(code int) { klog.FlushAndExit(klog.ExitFlushTimeout, code) }
-	}
+	registerMetrics()
 	leases := cfg.Leases
 	if leases == nil {
 		leases = cfg.Client.CoordinationV1()
@@ -214,210 +209,101 @@ func Run(ctx context.Context, cfg Config, run func(ctx context.Context) error) e
 		LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity, EventRecorder: cfg.EventRecorder},
 	}
 	logger = klog.LoggerWithValues(logger, "lease", lock.Describe(), "identity", cfg.Identity)
-
-	// The election has a context of its own, not cancelled by SIGTERM: while the
-	// controllers drain, the Lease must still be renewed. It ends when the run function
-	// returned, or at once when a signal arrives while this process is a standby.
-	electionCtx, stopElection := context.WithCancel(klog.NewContext(context.WithoutCancel(ctx), logger))
-	defer stopElection()
-
-	var (
-		mu sync.Mutex
-		// ended is set when this process ends the election on purpose; an election
-		// that stops without it lost the Lease.
-		ended bool
-		// leading is set once run was started; afterwards a signal no longer ends the
-		// election directly but through run's return.
-		leading bool
-		lost    bool
-		runErr  error
-	)
-	endElection := func() {
-		mu.Lock()
-		ended = true
-		mu.Unlock()
-		stopElection()
-	}
-	runDone := make(chan struct{})
-
 	if cfg.Observe != nil {
 		lock = &observedLock{Interface: lock, observe: cfg.Observe}
 	}
 	if cfg.Fence != nil {
-		lock = &fencedLock{Interface: lock, fence: cfg.Fence, takenOver: func(holder string) {
-			// The apiserver says another replica holds the Lease: stop the election
-			// now rather than after the renew deadline. Its end is a lost Lease (ended
-			// is not set), which exits the process.
-			logger.Info("The lease is held by another replica", "holder", holder)
-			stopElection()
-		}}
+		// Nothing of an earlier term runs any more: its Run returned after it drained.
+		cfg.Fence.newTerm()
+		cfg.Fence.bound(cfg.RenewDeadline)
+		lock = &fencedLock{Interface: lock, fence: cfg.Fence}
 	}
-
-	electorConfig := leaderelection.LeaderElectionConfig{
-		Lock:          lock,
-		LeaseDuration: cfg.LeaseDuration,
-		RenewDeadline: cfg.RenewDeadline,
-		RetryPeriod:   cfg.RetryPeriod,
-		WatchDog:      cfg.WatchDog,
-		// Released by Run itself, after run returned; see the package documentation.
-		ReleaseOnCancel: false,
-		Name:            cfg.Name,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(leaseCtx context.Context) {
-				defer close(runDone)
-				mu.Lock()
-				if ended {
-					// A signal arrived while the Lease was being acquired: do not start
-					// controllers only to stop them again.
-					mu.Unlock()
-					return
-				}
-				leading = true
-				mu.Unlock()
-
-				logger.Info("Started leading")
-				// run logs with the caller's logger, without the election's key/values.
-				runCtx, cancel := context.WithCancel(klog.NewContext(context.WithoutCancel(leaseCtx), klog.FromContext(ctx)))
-				defer cancel()
-				stopOnSignal := context.AfterFunc(ctx, cancel)
-				defer stopOnSignal()
-				// The elector cancels leaseCtx on a lost Lease before it calls
-				// OnStoppedLeading, which closes the fence: close it here first, so that
-				// no draining worker finds it still open.
-				stopOnLoss := context.AfterFunc(leaseCtx, func() {
-					mu.Lock()
-					lostNow := !ended
-					mu.Unlock()
-					if lostNow && cfg.Fence != nil {
-						cfg.Fence.Close("lost: not renewed within the renew deadline")
-					}
-					cancel()
-				})
-				defer stopOnLoss()
-				err := run(runCtx)
-				mu.Lock()
-				runErr = err
-				mu.Unlock()
-				// run returned on a signal or on its own: end the election, so that the
-				// Lease is released (or left to expire) and Run returns. If the Lease
-				// was lost instead, the elector is ending already.
-				if leaseCtx.Err() == nil {
-					endElection()
-				}
-			},
-			OnStoppedLeading: func() {
-				mu.Lock()
-				lost = !ended
-				wasLost := lost
-				mu.Unlock()
-				// Whatever ended the election, this replica no longer writes: the
-				// fence closes before the release is sent or the process exits.
-				if cfg.Fence != nil {
-					reason := "stopped leading"
-					if wasLost {
-						reason = "lost: not renewed within the renew deadline"
-					}
-					cfg.Fence.Close(reason)
-				}
-				if wasLost {
-					if cfg.Fence != nil {
-						logger.Error(nil, "leaderelection lost", "fenceRefusedWrites", cfg.Fence.Refused(),
-							"processKeepsRunning", cfg.KeepRunningOnLoss)
-					} else {
-						logger.Error(nil, "leaderelection lost")
-					}
-					if !cfg.KeepRunningOnLoss {
-						exit(1)
-					}
-				}
-			},
-			OnNewLeader: func(identity string) {
-				if identity != cfg.Identity {
-					logger.Info("New leader observed", "leader", identity)
-				}
-			},
-		},
-	}
-	elector, err := leaderelection.NewLeaderElector(electorConfig)
-	if err != nil {
-		return fmt.Errorf("configuring leader election on lease %s: %w", lock.Describe(), err)
-	}
-	if cfg.WatchDog != nil {
-		cfg.WatchDog.SetLeaderElection(elector)
-	}
-
-	// A signal while standing by ends the election at once; a leader ends it only
-	// after run returned.
-	stopOnSignal := context.AfterFunc(ctx, func() {
-		mu.Lock()
-		standby := !leading
-		if standby {
-			ended = true
-		}
-		mu.Unlock()
-		if standby {
-			stopElection()
-		}
-	})
-	defer stopOnSignal()
-
-	logger.Info("Joining leader election", "leaseDuration", cfg.LeaseDuration,
-		"renewDeadline", cfg.RenewDeadline, "retryPeriod", cfg.RetryPeriod, "watchingTheLease", cfg.LeaseWatch != nil)
-	// The standby waits and takes the Lease at its expiry (see standby); the elector
-	// then finds it held by this candidate and renews it from its first attempt. If the
-	// election ended while standing by, the elector returns at once, without acquiring.
 	clk := cfg.clock
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	newStandby(cfg, lock, clk).acquire(electionCtx)
-	elector.Run(electionCtx)
 
-	// The elector starts OnStartedLeading in a goroutine of its own and does not wait
-	// for it. It did so if and only if it acquired the Lease, which it then still
-	// believes it holds; wait for the callback so no goroutine outlives Run.
-	mu.Lock()
-	started := leading
-	mu.Unlock()
-	if started || elector.IsLeader() {
-		<-runDone
+	// The election has a context of its own, not cancelled by SIGTERM: while the
+	// controllers drain, the Lease must still be renewed.
+	electionCtx := klog.NewContext(context.WithoutCancel(ctx), logger)
+	logger.Info("Joining leader election", "leaseDuration", cfg.LeaseDuration,
+		"renewDeadline", cfg.RenewDeadline, "retryPeriod", cfg.RetryPeriod, "watchingTheLease", cfg.LeaseWatch != nil)
+	// A signal while standing by ends the campaign at once.
+	acquired, sent, ok := newStandby(cfg, lock, clk).acquire(klog.NewContext(ctx, logger))
+	if !ok {
+		return nil
 	}
+	leaderStatus.WithLabelValues(cfg.Name).Set(1)
+	defer leaderStatus.WithLabelValues(cfg.Name).Set(0)
+	lock.RecordEvent("became leader")
+	logger.Info("Started leading")
 
-	mu.Lock()
-	wasLost, err := lost, runErr
-	mu.Unlock()
-	if wasLost {
-		// Only with KeepRunningOnLoss (or an Exit that returned): run drained, with the
-		// fence closed, unless it gave up on its workers.
-		if cfg.KeepRunningOnLoss && errors.Is(err, ErrControllersStillRunning) {
-			logger.Error(err, "Exiting: workers of the lost lease are still running")
-			exit(1)
+	// run logs with the caller's logger, without the election's key/values.
+	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRun()
+	stopOnSignal := context.AfterFunc(ctx, cancelRun)
+	defer stopOnSignal()
+	done := make(chan struct{})
+	var runErr error
+	go func() {
+		defer close(done)
+		runErr = run(runCtx)
+	}()
+
+	t := &term{lock: lock, identity: cfg.Identity, Timings: cfg.Timings, clock: clk, fenced: cfg.Fence != nil,
+		health: cfg.WatchDog, name: cfg.Name}
+	end, why := t.keep(electionCtx, done, acquired, sent)
+	if cfg.Fence != nil {
+		// This replica no longer writes: the fence closes before the workers of a lost
+		// term learn of the loss, and before the Lease is released.
+		reason := "stopped leading"
+		if end == leaseLost {
+			reason = "lost: " + why
 		}
-		resetLeaderMetric(electorConfig)
-		registerMetrics()
+		cfg.Fence.Close(reason)
+	}
+	if end == leaseLost {
+		cancelRun()
+		<-done
 		leasesLost.WithLabelValues(cfg.Name).Inc()
+		updateStats(cfg.Name, func(s *LeaseStats) { s.Losses++ })
+		lock.RecordEvent("stopped leading")
+		var refused int64
+		if cfg.Fence != nil {
+			refused = cfg.Fence.Refused()
+		}
+		logger.Error(nil, "leaderelection lost; standing by again", "reason", why, "fenceRefusedWrites", refused)
+		if errors.Is(runErr, ErrControllersStillRunning) {
+			return errors.Join(ErrLeaseLost, runErr)
+		}
 		return ErrLeaseLost
 	}
-	if errors.Is(err, ErrControllersStillRunning) {
-		logger.Error(err, "Not releasing the lease while controllers may still run; standbys take over once it expires")
-		return err
+	if errors.Is(runErr, ErrControllersStillRunning) {
+		logger.Error(runErr, "Not releasing the lease while controllers may still run; standbys take over once it expires")
+		return runErr
 	}
 	if releaseErr := release(electionCtx, lock, cfg.Identity, cfg.RenewDeadline); releaseErr != nil {
 		logger.Error(releaseErr, "Failed to release the lease; standbys take over once it expires")
 	}
-	resetLeaderMetric(electorConfig)
-	return err
+	lock.RecordEvent("stopped leading")
+	return runErr
 }
 
-// resetLeaderMetric sets leader_election_master_status of the Lease back to 0.
-// client-go's elector does so on a failed renewal or when an elector is made, not on a
-// release it did not do itself (ReleaseOnCancel is off) nor on an election ended by its
-// context. A process that stays up after the election (a sharded replica handing a
-// shard over, or losing it) would report the Lease as held: a new elector for the same
-// Lease, never run, sets it to 0.
-func resetLeaderMetric(cfg leaderelection.LeaderElectionConfig) {
-	_, _ = leaderelection.NewLeaderElector(cfg)
+// validate checks the timings as client-go's elector does.
+func (t Timings) validate() error {
+	switch {
+	case t.LeaseDuration <= t.RenewDeadline:
+		return errors.New("leaseDuration must be greater than renewDeadline")
+	case t.RenewDeadline <= time.Duration(jitterFactor*float64(t.RetryPeriod)):
+		return fmt.Errorf("renewDeadline must be greater than retryPeriod*%.1f", jitterFactor)
+	case t.LeaseDuration < 1 || t.RenewDeadline < 1 || t.RetryPeriod < 1:
+		return errors.New("leaseDuration, renewDeadline and retryPeriod must be greater than zero")
+	}
+	return nil
 }
+
+// jitterFactor is client-go's bound between the renew deadline and the retry period.
+const jitterFactor = 1.2
 
 // release gives up the Lease if this candidate still holds it: holder "" and a duration
 // of one second, as client-go's ReleaseOnCancel does, so standbys take over at their next

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -37,7 +38,6 @@ func testConfig(client *fake.Clientset, identity string) Config {
 		Identity:      identity,
 		Timings:       Timings{LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 100 * time.Millisecond},
 		EventRecorder: record.NewFakeRecorder(100),
-		Exit:          func(code int) { panic(fmt.Sprintf("unexpected exit(%d)", code)) },
 	}
 }
 
@@ -152,46 +152,9 @@ func TestSigtermReleasesLeaseOnlyAfterControllersStopped(t *testing.T) {
 	}
 }
 
-func TestLostLeaseExitsAtOnceWithoutWritingTheLease(t *testing.T) {
-	logger, _ := ktesting.NewTestContext(t)
-	ctx := klog.NewContext(context.Background(), logger)
-	api := newFailingAPIServer()
-	var exitCode atomic.Int32
-	cfg := testConfig(api.client, "me")
-	cfg.Exit = func(code int) {
-		exitCode.Store(int32(code))
-		close(api.lost)
-	}
-
-	started := make(chan struct{})
-	runCancelled := make(chan time.Time, 1)
-	done := runInBackground(ctx, cfg, func(ctx context.Context) error {
-		close(started)
-		<-ctx.Done()
-		runCancelled <- time.Now()
-		return nil
-	})
-	waitFor(t, started, "leadership")
-	api.down.Store(true)
-	if err := waitFor(t, done, "Run to return"); !errors.Is(err, ErrLeaseLost) {
-		t.Fatalf("Run() = %v, want ErrLeaseLost", err)
-	}
-	select {
-	case <-api.lost:
-	default:
-		t.Fatal("exit was not called")
-	}
-	if code := exitCode.Load(); code != 1 {
-		t.Errorf("exit code = %d, want 1", code)
-	}
-	waitFor(t, runCancelled, "the controllers' context to be cancelled")
-	if n := api.writesAfterLoss.Load(); n != 0 {
-		t.Errorf("%d lease writes after exit, want none", n)
-	}
-}
-
-// failingAPIServer is a fake clientset whose Lease requests fail once down is set, and
-// which counts the Lease writes attempted after lost was closed.
+// failingAPIServer is a fake clientset with the apiserver's optimistic concurrency on
+// Leases, whose Lease requests fail once down is set, and which counts the Lease
+// writes attempted after lost was closed.
 type failingAPIServer struct {
 	client          *fake.Clientset
 	down            atomic.Bool
@@ -199,8 +162,9 @@ type failingAPIServer struct {
 	writesAfterLoss atomic.Int32
 }
 
-func newFailingAPIServer() *failingAPIServer {
-	api := &failingAPIServer{client: fake.NewClientset(), lost: make(chan struct{})}
+func newFailingAPIServer(objects ...runtime.Object) *failingAPIServer {
+	api := &failingAPIServer{client: fake.NewClientset(objects...), lost: make(chan struct{})}
+	withOptimisticConcurrency(api.client)
 	api.client.PrependReactor("*", "leases", func(action clienttesting.Action) (bool, runtime.Object, error) {
 		select {
 		case <-api.lost:
@@ -217,20 +181,140 @@ func newFailingAPIServer() *failingAPIServer {
 	return api
 }
 
-// keepRunningConfig is testConfig on api's client with a fence and KeepRunningOnLoss.
-func keepRunningConfig(api *failingAPIServer) Config {
+var leasesResource = coordinationv1.SchemeGroupVersion.WithResource("leases")
+
+// withOptimisticConcurrency makes the fake clientset's Lease updates fail with a
+// conflict unless they carry the stored resourceVersion, and bumps it on every write,
+// as the apiserver does.
+func withOptimisticConcurrency(client *fake.Clientset) {
+	var mu sync.Mutex
+	var version int
+	client.PrependReactor("update", "leases", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		lease := action.(clienttesting.UpdateAction).GetObject().(*coordinationv1.Lease).DeepCopy()
+		stored, err := client.Tracker().Get(leasesResource, lease.Namespace, lease.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		if stored.(*coordinationv1.Lease).ResourceVersion != lease.ResourceVersion {
+			return true, nil, apierrors.NewConflict(coordinationv1.Resource("leases"), lease.Name, errors.New("the object has been modified"))
+		}
+		version++
+		lease.ResourceVersion = fmt.Sprint(version)
+		return true, lease, client.Tracker().Update(leasesResource, lease, lease.Namespace)
+	})
+	client.PrependReactor("create", "leases", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		lease := action.(clienttesting.CreateAction).GetObject().(*coordinationv1.Lease).DeepCopy()
+		version++
+		lease.ResourceVersion = fmt.Sprint(version)
+		return true, lease, client.Tracker().Create(leasesResource, lease, lease.Namespace)
+	})
+}
+
+// writeLease writes the Lease as another replica would, holder and all.
+func writeLease(t *testing.T, client *fake.Clientset, name string, change func(*coordinationv1.Lease)) {
+	t.Helper()
+	lease, err := client.CoordinationV1().Leases(leaseNamespace).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	change(lease)
+	if _, err := client.CoordinationV1().Leases(leaseNamespace).Update(context.Background(), lease, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fencedConfig is testConfig on api's client with a fence.
+func fencedConfig(api *failingAPIServer) Config {
 	cfg := testConfig(api.client, "me")
 	cfg.Fence = NewFence(leaseNamespace+"/"+leaseName, cfg.LeaseDuration, nil)
-	cfg.KeepRunningOnLoss = true
 	return cfg
 }
 
-func TestLostLeaseWithKeepRunningOnLossDrainsFencedAndReturnsWithoutExiting(t *testing.T) {
+// eventually polls cond every 10ms for up to 10s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A stall of the apiserver pauses the leader: its fence closes at the renew deadline,
+// its workers keep running, and the first renewal that succeeds afterwards reopens the
+// fence. Nothing is lost, nothing exits.
+func TestAStalledAPIServerPausesTheLeaderAndTheNextRenewalResumesIt(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	ctx, sigterm := context.WithCancel(klog.NewContext(context.Background(), logger))
+	defer sigterm()
+	api := newFailingAPIServer()
+	cfg := fencedConfig(api)
+	cfg.Name = "pause-test"
+	pausesBefore, _ := testutil.GetCounterMetricValue(pauses.WithLabelValues(cfg.Name))
+	resumesBefore, _ := testutil.GetCounterMetricValue(resumes.WithLabelValues(cfg.Name))
+
+	started := make(chan struct{})
+	var cancelledWhileLeading atomic.Bool
+	done := runInBackground(ctx, cfg, func(runCtx context.Context) error {
+		close(started)
+		<-runCtx.Done()
+		if ctx.Err() == nil {
+			cancelledWhileLeading.Store(true)
+		}
+		return nil
+	})
+	waitFor(t, started, "leadership")
+	if _, err := cfg.Fence.Check(); err != nil {
+		t.Fatalf("fence closed while leading: %v", err)
+	}
+	api.down.Store(true)
+	stalledAt := time.Now()
+	eventually(t, "the fence to close", func() bool { _, err := cfg.Fence.Check(); return err != nil })
+	if d := time.Since(stalledAt); d > cfg.RenewDeadline+200*time.Millisecond {
+		t.Errorf("the fence closed %s into the stall, want by the renew deadline (%s)", d, cfg.RenewDeadline)
+	}
+	// Stalled for longer than the lease: the leader stays paused, not lost.
+	time.Sleep(cfg.LeaseDuration + time.Second)
+	_, err := cfg.Fence.Check()
+	if err == nil || !strings.Contains(err.Error(), "paused") {
+		t.Errorf("Check() while stalled = %v, want fenced as paused", err)
+	}
+	api.down.Store(false)
+	eventually(t, "the fence to reopen", func() bool { _, err := cfg.Fence.Check(); return err == nil })
+	if cancelledWhileLeading.Load() {
+		t.Error("the run function was cancelled by a stall")
+	}
+	if n, _ := testutil.GetCounterMetricValue(pauses.WithLabelValues(cfg.Name)); n-pausesBefore != 1 {
+		t.Errorf("pauses_total rose by %v, want 1", n-pausesBefore)
+	}
+	if n, _ := testutil.GetCounterMetricValue(resumes.WithLabelValues(cfg.Name)); n-resumesBefore != 1 {
+		t.Errorf("resumes_total rose by %v, want 1", n-resumesBefore)
+	}
+	if v, _ := masterStatus(t, cfg.Name); v != 1 {
+		t.Errorf("leader_election_master_status = %v after resuming, want 1", v)
+	}
+	sigterm()
+	if err := waitFor(t, done, "Run to return"); err != nil {
+		t.Fatalf("Run() = %v, want nil", err)
+	}
+}
+
+// A Lease read in another replica's hands after a conflicting renewal is lost: the
+// fence closes before the workers learn of it, the run function drains, Run returns
+// ErrLeaseLost and writes the Lease no more.
+func TestATakenOverLeaseClosesTheFenceDrainsAndReturnsErrLeaseLost(t *testing.T) {
 	logger, _ := ktesting.NewTestContext(t)
 	ctx := klog.NewContext(context.Background(), logger)
 	api := newFailingAPIServer()
-	cfg := keepRunningConfig(api)
-	cfg.Name = "keep-running-on-loss-test"
+	cfg := fencedConfig(api)
+	cfg.Name = "lost-test"
+	lostBefore, _ := testutil.GetCounterMetricValue(leasesLost.WithLabelValues(cfg.Name))
 
 	started := make(chan struct{})
 	var drained atomic.Bool
@@ -238,7 +322,6 @@ func TestLostLeaseWithKeepRunningOnLossDrainsFencedAndReturnsWithoutExiting(t *t
 	done := runInBackground(ctx, cfg, func(ctx context.Context) error {
 		close(started)
 		<-ctx.Done()
-		close(api.lost)
 		// A worker finishing its sync tries to write: the fence must refuse it.
 		_, err := cfg.Fence.Check()
 		fenceWhileDraining <- err
@@ -247,59 +330,155 @@ func TestLostLeaseWithKeepRunningOnLossDrainsFencedAndReturnsWithoutExiting(t *t
 		return nil
 	})
 	waitFor(t, started, "leadership")
-	api.down.Store(true)
+	writeLease(t, api.client, cfg.Name, func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("other") })
+	close(api.lost)
 	if err := waitFor(t, done, "Run to return"); !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("Run() = %v, want ErrLeaseLost", err)
 	}
 	if !drained.Load() {
 		t.Error("Run returned before the controllers drained")
 	}
-	if err := waitFor(t, fenceWhileDraining, "the drain"); err == nil {
-		t.Error("the fence was open while the controllers of a lost Lease drained")
+	if err := waitFor(t, fenceWhileDraining, "the drain"); err == nil || !strings.Contains(err.Error(), `taken over by "other"`) {
+		t.Errorf("fence while draining = %v, want closed as taken over by other", err)
 	}
-	if n := api.writesAfterLoss.Load(); n != 0 {
-		t.Errorf("%d Lease writes after the loss, want none (another replica may hold it)", n)
+	// The one write after the takeover is the renewal that found it.
+	if n := api.writesAfterLoss.Load(); n > 1 {
+		t.Errorf("%d Lease writes after the takeover, want at most the renewal that found it", n)
+	}
+	if lease, err := api.client.CoordinationV1().Leases(leaseNamespace).Get(ctx, cfg.Name, metav1.GetOptions{}); err != nil ||
+		ptr.Deref(lease.Spec.HolderIdentity, "") != "other" {
+		t.Errorf("lease = %v (%v), want other's record untouched", lease, err)
 	}
 	if v, ok := masterStatus(t, cfg.Name); !ok || v != 0 {
 		t.Errorf("leader_election_master_status = %v (reported: %v) after the loss, want 0", v, ok)
 	}
-	if n, err := testutil.GetCounterMetricValue(leasesLost.WithLabelValues(cfg.Name)); err != nil || n != 1 {
-		t.Errorf("mini_kcm_leader_election_leases_lost_total = %v (%v), want 1", n, err)
+	if n, err := testutil.GetCounterMetricValue(leasesLost.WithLabelValues(cfg.Name)); err != nil || n-lostBefore != 1 {
+		t.Errorf("mini_kcm_leader_election_leases_lost_total rose by %v (%v), want 1", n-lostBefore, err)
+	}
+	// The same fence opens again for the next term, at its acquisition.
+	ctx2, stop := context.WithCancel(ctx)
+	defer stop()
+	writeLease(t, api.client, cfg.Name, func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("") })
+	again := make(chan error, 1)
+	done = runInBackground(ctx2, cfg, func(ctx context.Context) error {
+		_, err := cfg.Fence.Check()
+		again <- err
+		<-ctx.Done()
+		return nil
+	})
+	if err := waitFor(t, again, "the next term"); err != nil {
+		t.Errorf("fence in the next term = %v, want open", err)
+	}
+	stop()
+	if err := waitFor(t, done, "Run to return"); err != nil {
+		t.Errorf("Run() = %v, want nil", err)
 	}
 }
 
-func TestLostLeaseWithKeepRunningOnLossExitsWhenControllersAreStuck(t *testing.T) {
+func TestALostLeaseWhoseControllersAreStuckReturnsBothErrors(t *testing.T) {
 	logger, _ := ktesting.NewTestContext(t)
 	ctx := klog.NewContext(context.Background(), logger)
 	api := newFailingAPIServer()
-	cfg := keepRunningConfig(api)
-	exitCode := make(chan int, 1)
-	cfg.Exit = func(code int) { exitCode <- code }
-
+	cfg := fencedConfig(api)
 	started := make(chan struct{})
 	done := runInBackground(ctx, cfg, func(ctx context.Context) error {
 		close(started)
 		<-ctx.Done()
-		close(api.lost)
 		return fmt.Errorf("gave up after 1s, 1 worker still running: %w", ErrControllersStillRunning)
 	})
 	waitFor(t, started, "leadership")
-	api.down.Store(true)
-	if code := waitFor(t, exitCode, "exit"); code != 1 {
-		t.Errorf("exit code = %d, want 1", code)
+	writeLease(t, api.client, cfg.Name, func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("other") })
+	err := waitFor(t, done, "Run to return")
+	if !errors.Is(err, ErrLeaseLost) || !errors.Is(err, ErrControllersStillRunning) {
+		t.Errorf("Run() = %v, want ErrLeaseLost and ErrControllersStillRunning (the caller exits)", err)
 	}
-	waitFor(t, done, "Run to return")
 }
 
-func TestKeepRunningOnLossWithoutAFenceIsAnError(t *testing.T) {
-	cfg := testConfig(fake.NewClientset(), "me")
-	cfg.KeepRunningOnLoss = true
-	err := Run(context.Background(), cfg, func(context.Context) error {
-		t.Error("run was called")
+// A renewal whose answer was lost (a timeout on a backlogged apiserver) may still be
+// applied; the next renewal then conflicts, and the term must recognise its own record
+// and go on leading rather than take the Lease for lost.
+func TestARenewalAppliedAfterItsAnswerWasLostKeepsTheLease(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	ctx, sigterm := context.WithCancel(klog.NewContext(context.Background(), logger))
+	defer sigterm()
+	api := newFailingAPIServer()
+	cfg := fencedConfig(api)
+	var lostOnce atomic.Bool
+	var renewals atomic.Int32
+	api.client.PrependReactor("update", "leases", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		if renewals.Add(1) != 3 {
+			return false, nil, nil
+		}
+		// Apply the renewal behind the client's back, with a new resourceVersion,
+		// and tell the client it timed out.
+		lease := action.(clienttesting.UpdateAction).GetObject().(*coordinationv1.Lease).DeepCopy()
+		lease.ResourceVersion = "applied-late"
+		if err := api.client.Tracker().Update(leasesResource, lease, leaseNamespace); err != nil {
+			t.Error(err)
+		}
+		lostOnce.Store(true)
+		return true, nil, apierrors.NewTimeoutError("request timed out", 1)
+	})
+	started := make(chan struct{})
+	cancelled := make(chan struct{})
+	done := runInBackground(ctx, cfg, func(runCtx context.Context) error {
+		close(started)
+		<-runCtx.Done()
+		close(cancelled)
 		return nil
 	})
-	if err == nil || !strings.Contains(err.Error(), "needs a Fence") {
-		t.Errorf("Run() = %v, want an error naming the missing Fence", err)
+	waitFor(t, started, "leadership")
+	eventually(t, "a renewal applied with its answer lost", lostOnce.Load)
+	eventually(t, "renewals after it", func() bool { return renewals.Load() > 6 })
+	select {
+	case <-cancelled:
+		t.Fatal("the term ended after one of its own renewals was applied late")
+	default:
+	}
+	if _, err := cfg.Fence.Check(); err != nil {
+		t.Errorf("fence = %v, want open", err)
+	}
+	sigterm()
+	if err := waitFor(t, done, "Run to return"); err != nil {
+		t.Errorf("Run() = %v, want nil", err)
+	}
+}
+
+// Without a fence nothing can keep the run function from writing while paused, so a
+// stall ends the term at the renew deadline, as client-go's elector does; the next
+// campaign finds the Lease still naming this candidate and takes it back with a write.
+func TestWithoutAFenceAStallEndsTheTermAndTheNextCampaignTakesTheLeaseBack(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	ctx, sigterm := context.WithCancel(klog.NewContext(context.Background(), logger))
+	defer sigterm()
+	api := newFailingAPIServer()
+	cfg := testConfig(api.client, "me")
+	started := make(chan struct{})
+	done := runInBackground(ctx, cfg, func(ctx context.Context) error {
+		close(started)
+		<-ctx.Done()
+		return nil
+	})
+	waitFor(t, started, "leadership")
+	api.down.Store(true)
+	if err := waitFor(t, done, "Run to return"); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("Run() = %v, want ErrLeaseLost", err)
+	}
+	api.down.Store(false)
+	transitions := ptr.Deref(getLease(t, api.client).Spec.LeaseTransitions, 0)
+	startedAgain := make(chan struct{})
+	done = runInBackground(ctx, cfg, func(ctx context.Context) error {
+		close(startedAgain)
+		<-ctx.Done()
+		return nil
+	})
+	waitFor(t, startedAgain, "leadership again")
+	if got := ptr.Deref(getLease(t, api.client).Spec.LeaseTransitions, 0); got != transitions {
+		t.Errorf("lease transitions %d after taking back its own lease, want %d", got, transitions)
+	}
+	sigterm()
+	if err := waitFor(t, done, "Run to return"); err != nil {
+		t.Errorf("Run() = %v, want nil", err)
 	}
 }
 
@@ -486,5 +665,40 @@ func TestLeaseClientTimeoutKeepsUpstreamDefaultsSafe(t *testing.T) {
 	}
 	if cfg.UserAgent != "mini-kcm/test (leader-election)" {
 		t.Errorf("user agent %q", cfg.UserAgent)
+	}
+}
+
+// A replica re-campaigning for a Lease that still names it (its renewals were lost to a
+// stalled apiserver, and nobody took the Lease yet) reads itself as holder; if its write
+// then fails and the campaign is stopped, Run must return: it never led in this
+// campaign, so there is no run function to wait for.
+func TestRunReturnsWhenTheCampaignStopsAfterAFailedWriteToALeaseNamingItself(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+	defer cancel()
+	now := metav1.NewMicroTime(time.Now())
+	stale := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: leaseNamespace, Name: leaseName},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("me"), LeaseDurationSeconds: ptr.To[int32](2),
+			AcquireTime: &now, RenewTime: &now},
+	}
+	client := fake.NewClientset(stale)
+	var updates atomic.Int32
+	client.PrependReactor("update", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
+		updates.Add(1)
+		return true, nil, apierrors.NewConflict(coordinationv1.Resource("leases"), leaseName, errors.New("another replica released it"))
+	})
+	cfg := testConfig(client, "me")
+	done := runInBackground(ctx, cfg, func(context.Context) error {
+		t.Error("run was called although no write naming this replica succeeded")
+		return nil
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for updates.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := waitFor(t, done, "Run to return after the campaign stopped"); err != nil {
+		t.Errorf("Run() = %v, want nil", err)
 	}
 }

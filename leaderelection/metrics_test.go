@@ -6,7 +6,6 @@ import (
 
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/component-base/metrics/legacyregistry"
-	_ "k8s.io/component-base/metrics/prometheus/clientgo/leaderelection" // leader_election_master_status
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 )

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -24,30 +23,43 @@ import (
 // standby waits, as a candidate that does not hold the Lease, until the Lease is free
 // by this candidate's own clock, and takes it at that moment. It replaces the acquire
 // loop of client-go's elector, which reads the Lease at a jittered 1 to 2.2 retry
-// periods and so takes over up to 2.2 retry periods after the Lease expired; renewals
-// stay with the elector, which Run starts once the standby acquired (its first attempt
-// finds this candidate holding the Lease and renews it).
+// periods and so takes over up to 2.2 retry periods after the Lease expired.
 //
-// It keeps client-go's rules. A record is a Lease's holder, times, duration and
-// transitions; the standby notes on its own clock when it first saw each record
-// (seenAt), from the watch on the Lease or from its own reads, and the Lease is free
-// once the holder is empty or the record has not changed for its leaseDurationSeconds
-// since seenAt. Timestamps written by other replicas are never compared with ours.
+// It keeps client-go's rules, but for which time counts. A record is a Lease's holder,
+// times, duration and transitions; the standby notes on its own clock when it first
+// saw each record, from the watch on the Lease or from its own reads, and the Lease is
+// free once the holder is empty or the record has not changed for its
+// leaseDurationSeconds while this standby was in contact with the apiserver.
+// Timestamps written by other replicas are never compared with ours.
+//
+// Only time in contact counts. The standby reads the Lease every retry period, with or
+// without the watch (a quiet watch says nothing of whether the apiserver answers), and
+// counts the time between two successful reads only when they are at most a retry
+// period plus a request timeout apart, as they are while the apiserver answers. A
+// stall of the apiserver that every replica shares stops the count, so the leader,
+// which could not renew either, keeps the Lease; it resumes once its renewals go
+// through again (see term). Counting less than the time elapsed can only delay a
+// takeover, never hasten it, so the safety rule (the leader's fence closes before any
+// standby may act) does not depend on it.
+//
 // Taking the Lease reads it and then writes it with the resourceVersion read (the lock
 // is an optimistic update): a record the watch had not delivered yet shows up in that
 // read and restarts the wait from now; a write racing ours fails with a conflict, and
-// the standby reads again.
+// the standby reads again. A Lease that still names this candidate (its own earlier
+// term) is taken back at once, with a write all the same: only a write that succeeded
+// opens the fence.
 type standby struct {
 	lock     resourcelock.Interface
 	identity string
 	// leaseDuration is what this candidate writes into the Lease.
 	leaseDuration time.Duration
-	// retryPeriod spaces out reads after errors, and the reads themselves without a
-	// watch.
+	// retryPeriod spaces out the reads, and the attempts after errors.
 	retryPeriod time.Duration
-	clock       clock.Clock
-	// watch, when set, is watched for changes of the Lease namespace/name; without it
-	// the standby reads the Lease every retry period, as client-go does.
+	// maxGap is the longest time between two successful reads that is counted as
+	// time in contact: a retry period plus a request timeout.
+	maxGap time.Duration
+	clock  clock.Clock
+	// watch, when set, is watched for changes of the Lease namespace/name.
 	watch           coordinationv1client.LeasesGetter
 	namespace, name string
 	// observe, when set, is called with every record the watch delivers (the lock
@@ -61,15 +73,15 @@ type standby struct {
 	record resourcelock.LeaderElectionRecord
 	// seenAt is when raw was first seen, by clock.
 	seenAt time.Time
-	// lastRead is when the standby last read the Lease itself.
+	// unchanged is how long, in contact, raw has been seen unchanged: up to contactAt.
+	unchanged time.Duration
+	// contactAt is when the standby last learnt the Lease's state: when raw was first
+	// seen, or the answer of its latest successful read since.
+	contactAt time.Time
+	// lastRead is when the standby last sent a read of the Lease.
 	lastRead time.Time
 	// changed is signalled when the watch delivered a new record.
 	changed chan struct{}
-	// watching is true while the watch delivers: from its first event until it fails
-	// (forbidden, the apiserver away). Until then, and after a failure, the standby
-	// reads the Lease every retry period as if it had no watch, so that a watch that
-	// cannot run costs promptness, not a lease duration.
-	watching atomic.Bool
 }
 
 func newStandby(cfg Config, lock resourcelock.Interface, clk clock.Clock) *standby {
@@ -78,6 +90,7 @@ func newStandby(cfg Config, lock resourcelock.Interface, clk clock.Clock) *stand
 		identity:      cfg.Identity,
 		leaseDuration: cfg.LeaseDuration,
 		retryPeriod:   cfg.RetryPeriod,
+		maxGap:        cfg.RetryPeriod + cfg.RequestTimeout(),
 		clock:         clk,
 		watch:         cfg.LeaseWatch,
 		namespace:     cfg.Namespace,
@@ -87,8 +100,9 @@ func newStandby(cfg Config, lock resourcelock.Interface, clk clock.Clock) *stand
 	}
 }
 
-// acquire returns true once this candidate holds the Lease, false when ctx ended first.
-func (s *standby) acquire(ctx context.Context) bool {
+// acquire returns once this candidate holds the Lease, with the record it wrote and
+// when that write was sent, or with ok false when ctx ended first.
+func (s *standby) acquire(ctx context.Context) (written resourcelock.LeaderElectionRecord, sent time.Time, ok bool) {
 	logger := klog.FromContext(ctx)
 	if s.watch != nil {
 		watchCtx, stopWatch := context.WithCancel(ctx)
@@ -99,18 +113,20 @@ func (s *standby) acquire(ctx context.Context) bool {
 	}
 	for {
 		if ctx.Err() != nil {
-			return false
+			return written, sent, false
 		}
 		wait, read := s.next()
-		if wait <= 0 {
-			acquired, retryAfter := s.try(ctx)
-			if acquired {
-				return true
-			}
-			wait = retryAfter
-		} else if read {
+		if read {
 			s.read(ctx)
 			continue
+		}
+		if wait <= 0 {
+			var retryAfter time.Duration
+			written, sent, ok, retryAfter = s.try(ctx)
+			if ok {
+				return written, sent, true
+			}
+			wait = retryAfter
 		}
 		if wait <= 0 {
 			continue
@@ -120,7 +136,7 @@ func (s *standby) acquire(ctx context.Context) bool {
 		case <-ctx.Done():
 			timer.Stop()
 			logger.V(4).Info("Stopped standing by")
-			return false
+			return written, sent, false
 		case <-s.changed:
 			timer.Stop()
 		case <-timer.C():
@@ -130,7 +146,7 @@ func (s *standby) acquire(ctx context.Context) bool {
 
 // next returns how long to wait before the Lease may be free, 0 or less if it may be
 // free now (or nothing is known of it), and whether the standby should read the Lease
-// first because the watch is off and a retry period passed since its last read.
+// first because a retry period passed since its last read.
 func (s *standby) next() (wait time.Duration, read bool) {
 	now := s.clock.Now()
 	s.mu.Lock()
@@ -138,28 +154,39 @@ func (s *standby) next() (wait time.Duration, read bool) {
 	if s.raw == nil || s.record.HolderIdentity == "" || s.record.HolderIdentity == s.identity {
 		return 0, false
 	}
-	wait = s.seenAt.Add(time.Duration(s.record.LeaseDurationSeconds) * time.Second).Sub(now)
-	if (s.watch == nil || !s.watching.Load()) && wait > 0 {
-		untilRead := s.lastRead.Add(s.retryPeriod).Sub(now)
-		if untilRead <= 0 {
-			return wait, true
-		}
-		wait = min(wait, untilRead)
+	remaining := time.Duration(s.record.LeaseDurationSeconds)*time.Second - s.unchanged
+	if remaining <= 0 {
+		return 0, false
 	}
-	return wait, false
+	untilRead := s.lastRead.Add(s.retryPeriod).Sub(now)
+	// The attempt reads the Lease first: if it is answered in time, it completes the
+	// count at the moment the Lease expires, without waiting for the next read.
+	if remaining <= s.maxGap {
+		if untilFree := s.contactAt.Add(remaining).Sub(now); untilFree <= untilRead {
+			return untilFree, false
+		}
+	}
+	return untilRead, untilRead <= 0
 }
 
-// see records record (raw, its encoding) as the Lease's current record, and when it
-// differs from the last one, that it was seen now. It reports whether it differed.
-func (s *standby) see(record resourcelock.LeaderElectionRecord, raw []byte) bool {
-	now := s.clock.Now()
+// see records record (raw, its encoding), learnt at at, as the Lease's current record.
+// A new record restarts the count; the same record again, from a read (contact),
+// counts the time since the last contact if the apiserver answered in between (see
+// standby). It reports whether the record was new.
+func (s *standby) see(record resourcelock.LeaderElectionRecord, raw []byte, at time.Time, contact bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.raw != nil && bytes.Equal(s.raw, raw) {
-		return false
+	if s.raw == nil || !bytes.Equal(s.raw, raw) {
+		s.raw, s.record, s.seenAt, s.unchanged, s.contactAt = raw, record, at, 0, at
+		return true
 	}
-	s.raw, s.record, s.seenAt = raw, record, now
-	return true
+	if contact && at.After(s.contactAt) {
+		if gap := at.Sub(s.contactAt); gap <= s.maxGap {
+			s.unchanged += gap
+		}
+		s.contactAt = at
+	}
+	return false
 }
 
 // forget drops what the standby knew of the Lease (it was deleted): the next attempt
@@ -170,8 +197,8 @@ func (s *standby) forget() {
 	s.raw = nil
 }
 
-// read reads the Lease and records what it shows.
-func (s *standby) read(ctx context.Context) {
+// get reads the Lease, records what it shows and returns it.
+func (s *standby) get(ctx context.Context) (*resourcelock.LeaderElectionRecord, error) {
 	s.mu.Lock()
 	s.lastRead = s.clock.Now()
 	s.mu.Unlock()
@@ -179,19 +206,25 @@ func (s *standby) read(ctx context.Context) {
 	switch {
 	case apierrors.IsNotFound(err):
 		s.forget()
-	case err != nil:
+	case err == nil:
+		s.seeHolder(ctx, *record, raw, true)
+	}
+	return record, err
+}
+
+// read reads the Lease and records what it shows.
+func (s *standby) read(ctx context.Context) {
+	if _, err := s.get(ctx); err != nil && !apierrors.IsNotFound(err) {
 		klog.FromContext(ctx).Error(err, "Error retrieving lease lock", "lock", s.lock.Describe())
-	default:
-		s.seeHolder(ctx, *record, raw)
 	}
 }
 
-// seeHolder is see that also logs a new holder.
-func (s *standby) seeHolder(ctx context.Context, record resourcelock.LeaderElectionRecord, raw []byte) bool {
+// seeHolder is see, at the clock's now, that also logs a new holder.
+func (s *standby) seeHolder(ctx context.Context, record resourcelock.LeaderElectionRecord, raw []byte, contact bool) bool {
 	s.mu.Lock()
 	previous, known := s.record.HolderIdentity, s.raw != nil
 	s.mu.Unlock()
-	changed := s.see(record, raw)
+	changed := s.see(record, raw, s.clock.Now(), contact)
 	if changed && (!known || previous != record.HolderIdentity) && record.HolderIdentity != "" && record.HolderIdentity != s.identity {
 		klog.FromContext(ctx).Info("New leader observed", "leader", record.HolderIdentity)
 	}
@@ -199,65 +232,72 @@ func (s *standby) seeHolder(ctx context.Context, record resourcelock.LeaderElect
 }
 
 // try reads the Lease and, if it is free by this candidate's clock, writes it with this
-// candidate as holder. It returns whether this candidate holds the Lease, or else how
-// long to wait before trying again (0: at once, or when the Lease expires).
-func (s *standby) try(ctx context.Context) (acquired bool, retryAfter time.Duration) {
+// candidate as holder. It returns the record written and when it was sent if that
+// succeeded, or else how long to wait before trying again (0: at once, or when the
+// Lease expires).
+func (s *standby) try(ctx context.Context) (written resourcelock.LeaderElectionRecord, sent time.Time, ok bool, retryAfter time.Duration) {
 	logger := klog.FromContext(ctx)
-	s.mu.Lock()
-	s.lastRead = s.clock.Now()
-	s.mu.Unlock()
-	now := metav1.NewTime(s.clock.Now())
+	record, err := s.get(ctx)
+	now := s.clock.Now()
 	mine := resourcelock.LeaderElectionRecord{
 		HolderIdentity:       s.identity,
 		LeaseDurationSeconds: int(s.leaseDuration / time.Second),
-		AcquireTime:          now,
-		RenewTime:            now,
+		AcquireTime:          metav1.NewTime(now),
+		RenewTime:            metav1.NewTime(now),
 	}
-	record, raw, err := s.lock.Get(ctx)
 	switch {
 	case apierrors.IsNotFound(err):
-		s.forget()
 		if err := s.lock.Create(ctx, mine); err != nil {
 			logger.Error(err, "Error initially creating lease lock", "lock", s.lock.Describe())
-			return false, s.retryPeriod
+			return written, sent, false, s.retryPeriod
 		}
-		return true, 0
+		return mine, now, true, 0
 	case err != nil:
 		logger.Error(err, "Error retrieving lease lock", "lock", s.lock.Describe())
-		return false, s.retryPeriod
+		return written, sent, false, s.retryPeriod
 	}
-	if s.seeHolder(ctx, *record, raw) && record.HolderIdentity != "" && record.HolderIdentity != s.identity {
-		// The Lease changed since the standby last saw it (its watch is behind, or a
-		// renewal raced the timer): it is valid for a whole lease duration from now.
-		return false, 0
+	var previousHolder string
+	var unchangedFor time.Duration
+	switch record.HolderIdentity {
+	case s.identity:
+		// Ours already: an earlier term of this process that nobody took over. The
+		// write below proves that, and keeps the acquisition and the transitions.
+		mine.AcquireTime, mine.LeaderTransitions = record.AcquireTime, record.LeaderTransitions
+	case "":
+		mine.LeaderTransitions = record.LeaderTransitions + 1
+	default:
+		if wait, _ := s.next(); wait > 0 {
+			return written, sent, false, 0
+		}
+		previousHolder, unchangedFor = record.HolderIdentity, s.unchangedFor()
+		mine.LeaderTransitions = record.LeaderTransitions + 1
 	}
-	if record.HolderIdentity == s.identity {
-		// Ours already (a lost renewal that nobody took over): the elector renews it.
-		return true, 0
-	}
-	if wait, _ := s.next(); wait > 0 {
-		return false, 0
-	}
-	mine.LeaderTransitions = record.LeaderTransitions + 1
-	unchangedFor := s.clock.Since(s.seenAtOf())
 	if err := s.lock.Update(ctx, mine); err != nil {
 		if apierrors.IsConflict(err) {
 			// Written by someone else since our read: read again at once.
-			logger.V(2).Info("Lease changed while taking it over; reading it again", "lock", s.lock.Describe())
-			return false, 0
+			logger.V(2).Info("Lease changed while taking it; reading it again", "lock", s.lock.Describe())
+			return written, sent, false, 0
 		}
 		logger.Error(err, "Failed to update lease", "lock", s.lock.Describe())
-		return false, s.retryPeriod
+		return written, sent, false, s.retryPeriod
 	}
-	logger.Info("Took over the lease at its expiry", "previousHolder", record.HolderIdentity,
-		"unchangedFor", unchangedFor.Round(time.Millisecond))
-	return true, 0
+	if previousHolder != "" {
+		logger.Info("Took over the lease at its expiry", "previousHolder", previousHolder,
+			"unchangedInContactFor", unchangedFor.Round(time.Millisecond), "firstSeen", now.Sub(s.seenAtOf()).Round(time.Millisecond))
+	}
+	return mine, now, true, 0
 }
 
 func (s *standby) seenAtOf() time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.seenAt
+}
+
+func (s *standby) unchangedFor() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.unchanged
 }
 
 // watchLease runs an informer on the one Lease until ctx ends, recording each record it
@@ -283,13 +323,12 @@ func (s *standby) watchLease(ctx context.Context) {
 		if !ok {
 			return
 		}
-		s.watching.Store(true)
 		record := resourcelock.LeaseSpecToLeaderElectionRecord(&lease.Spec)
 		raw, err := json.Marshal(*record)
 		if err != nil {
 			return
 		}
-		if s.seeHolder(ctx, *record, raw) {
+		if s.seeHolder(ctx, *record, raw, false) {
 			if s.observe != nil {
 				s.observe(*record)
 			}
@@ -303,7 +342,6 @@ func (s *standby) watchLease(ctx context.Context) {
 		AddFunc:    seen,
 		UpdateFunc: func(_, obj any) { seen(obj) },
 		DeleteFunc: func(any) {
-			s.watching.Store(true)
 			s.forget()
 			select {
 			case s.changed <- struct{}{}:
@@ -311,14 +349,7 @@ func (s *standby) watchLease(ctx context.Context) {
 			}
 		},
 	}, cache.HandlerOptions{Logger: &logger}); err != nil {
-		logger.Error(err, "Watching the lease failed; reading it every retry period", "lock", s.lock.Describe())
-		return
-	}
-	if err := informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
-		s.watching.Store(false)
-		cache.DefaultWatchErrorHandler(ctx, r, err)
-	}); err != nil {
-		logger.Error(err, "Watching the lease failed; reading it every retry period", "lock", s.lock.Describe())
+		logger.Error(err, "Watching the lease failed; reading it every retry period only", "lock", s.lock.Describe())
 		return
 	}
 	informer.RunWithContext(ctx)

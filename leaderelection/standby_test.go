@@ -3,6 +3,7 @@ package leaderelection
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,7 +87,7 @@ func newStandbyFixtureWith(t *testing.T, watch bool, react func(*fake.Clientset)
 	f.s = newStandby(cfg, lock, f.clock)
 	var running sync.WaitGroup
 	running.Go(func() {
-		if f.s.acquire(ctx) {
+		if _, _, ok := f.s.acquire(ctx); ok {
 			f.acquired <- f.clock.Now()
 		}
 	})
@@ -129,6 +130,23 @@ func (f *standbyFixture) waitUntilWaiting(since time.Time) {
 	f.t.Fatalf("the standby did not wait on a record seen since %s", since)
 }
 
+// advance steps the fake clock n retry periods (1s), letting the standby read the
+// Lease after each, as it does every retry period: after each step it waits until the
+// standby sleeps on the clock again (or acquired).
+func (f *standbyFixture) advance(n int) {
+	f.t.Helper()
+	for range n {
+		f.clock.Step(time.Second)
+		deadline := time.Now().Add(10 * time.Second)
+		for !f.clock.HasWaiters() && len(f.acquired) == 0 {
+			if time.Now().After(deadline) {
+				f.t.Fatal("the standby did not wait on its clock again")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
 // renew writes a renewal of a's Lease, as a's elector does.
 func (f *standbyFixture) renew() {
 	f.t.Helper()
@@ -168,13 +186,7 @@ func TestStandbyTakesTheLeaseAtExpiryByItsOwnClockAndNeverBefore(t *testing.T) {
 			f := newStandbyFixture(t, tc.watch)
 			start := f.clock.Now()
 			f.waitUntilWaiting(start)
-			for range 9 {
-				f.clock.Step(time.Second)
-				if !tc.watch {
-					// A read every retry period: let it happen before the next step.
-					time.Sleep(10 * time.Millisecond)
-				}
-			}
+			f.advance(9)
 			f.clock.Step(999 * time.Millisecond)
 			f.expectNoAcquisition("before it expired by b's clock")
 			f.clock.Step(time.Millisecond)
@@ -194,15 +206,47 @@ func TestStandbyTakesTheLeaseAtExpiryByItsOwnClockAndNeverBefore(t *testing.T) {
 func TestStandbyWaitsAFullLeaseFromEachRenewalItSees(t *testing.T) {
 	f := newStandbyFixture(t, true)
 	f.waitUntilWaiting(f.clock.Now())
-	f.clock.Step(6 * time.Second)
+	f.advance(6)
 	renewedAt := f.clock.Now()
 	f.renew()
 	f.waitUntilWaiting(renewedAt)
-	f.clock.Step(4 * time.Second)
+	f.advance(4)
 	f.expectNoAcquisition("10s after the first record, 4s after a renewal it saw")
-	f.clock.Step(6 * time.Second)
+	f.advance(6)
 	if at := waitFor(t, f.acquired, "b to take the lease"); at.Sub(renewedAt) != 10*time.Second {
 		t.Errorf("b took the lease %s after the renewal it saw, want 10s", at.Sub(renewedAt))
+	}
+}
+
+// A standby whose reads go unanswered (the apiserver stalled for everyone, so the
+// holder could not renew either) does not count the stall: it takes the Lease only
+// once it saw it unchanged for a whole lease duration while in contact.
+func TestStandbyCountsOnlyTimeInContactWithTheAPIServer(t *testing.T) {
+	var stalled atomic.Bool
+	f := newStandbyFixtureWith(t, true, func(c *fake.Clientset) {
+		c.PrependReactor("get", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
+			if stalled.Load() {
+				return true, nil, apierrors.NewTimeoutError("request timed out", 1)
+			}
+			return false, nil, nil
+		})
+	})
+	start := f.clock.Now()
+	f.waitUntilWaiting(start)
+	f.advance(4)
+	stalled.Store(true)
+	f.advance(30)
+	stalled.Store(false)
+	f.advance(5)
+	f.expectNoAcquisition("39s after the record, of which 4s before a 30s stall and 5s after it")
+	f.advance(1)
+	f.expectNoAcquisition("6s after the stall")
+	f.advance(1)
+	at := waitFor(t, f.acquired, "b to take the lease")
+	// 4s in contact before the stall; the first read after it, at 35s, restarts the
+	// count; 6s more in contact make the 10s lease.
+	if got := at.Sub(start); got != 41*time.Second {
+		t.Errorf("b took the lease %s after first seeing it, want 41s: 4s before a 30s stall, and 6s after the first read answered after it", got)
 	}
 }
 
@@ -228,18 +272,12 @@ func TestStandbyReadsAgainAfterAConflictAndWaitsForTheRenewalItLostTo(t *testing
 		return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, leaseName, nil)
 	})
 	f.waitUntilWaiting(f.clock.Now())
-	for range 10 {
-		f.clock.Step(time.Second)
-		time.Sleep(10 * time.Millisecond)
-	}
+	f.advance(10)
 	// The attempt at 10s conflicted; b read the renewal and waits for it to expire.
 	lostAt := f.clock.Now()
 	f.waitUntilWaiting(lostAt)
 	f.expectNoAcquisition("right after losing to a renewal")
-	for range 10 {
-		f.clock.Step(time.Second)
-		time.Sleep(10 * time.Millisecond)
-	}
+	f.advance(10)
 	if at := waitFor(t, f.acquired, "b to take the lease"); at.Sub(lostAt) != 10*time.Second {
 		t.Errorf("b took the lease %s after the renewal it lost to, want 10s", at.Sub(lostAt))
 	}
@@ -275,18 +313,14 @@ func TestStandbyWhoseWatchIsForbiddenReadsEveryRetryPeriod(t *testing.T) {
 		})
 	})
 	f.waitUntilWaiting(f.clock.Now())
-	f.clock.Step(6 * time.Second)
+	f.advance(6)
 	renewedAt := f.clock.Now()
 	f.renew()
 	// The next read, a retry period later at most, sees the renewal.
-	for range 2 {
-		time.Sleep(20 * time.Millisecond)
-		f.clock.Step(time.Second)
-	}
+	f.advance(2)
 	f.waitUntilWaiting(renewedAt)
 	for range 12 {
-		time.Sleep(20 * time.Millisecond)
-		f.clock.Step(time.Second)
+		f.advance(1)
 		select {
 		case at := <-f.acquired:
 			if got := at.Sub(renewedAt); got > 11*time.Second || got < 10*time.Second {

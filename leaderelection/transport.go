@@ -5,39 +5,11 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/client-go/transport"
-	"k8s.io/component-base/metrics"
-	"k8s.io/component-base/metrics/legacyregistry"
 )
-
-var (
-	fenceRefusals = metrics.NewCounterVec(&metrics.CounterOpts{
-		Namespace:      "mini_kcm",
-		Subsystem:      "leader_election",
-		Name:           "fence_refused_requests_total",
-		Help:           "Mutating requests refused by the write fence because this replica did not hold the Lease by its own clock, by client (the controller's name).",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"controller"})
-	leasesLost = metrics.NewCounterVec(&metrics.CounterOpts{
-		Namespace:      "mini_kcm",
-		Subsystem:      "leader_election",
-		Name:           "leases_lost_total",
-		Help:           "Leases this process lost (not renewed within the renew deadline, or read in another replica's hands) while it kept running, by Lease name: a sharded replica's shard Leases and the Lease of its shard coordinator. A single leader exits instead.",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"name"})
-	registerOnce sync.Once
-)
-
-// registerMetrics registers the fence's and the election's metrics once per process.
-func registerMetrics() {
-	registerOnce.Do(func() {
-		legacyregistry.MustRegister(fenceRefusals, leasesLost)
-	})
-}
 
 // Transport returns a wrapper for the transport of the client named client (a
 // controller's name) that lets a mutating request (POST, PUT, PATCH, DELETE) through

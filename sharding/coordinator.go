@@ -68,8 +68,6 @@ func (c *coordinator) run(ctx context.Context) {
 	r := c.replica
 	for ctx.Err() == nil {
 		election := r.election(r.Base)
-		// Losing the base Lease ends this coordination, not the process.
-		election.Exit = func(int) {}
 		err := leaderelection.Run(ctx, election, c.coordinate)
 		if err != nil && ctx.Err() == nil {
 			klog.FromContext(ctx).Info("Stopped coordinating the shards; campaigning again", "reason", err)

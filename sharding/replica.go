@@ -56,13 +56,12 @@ import (
 //     Lease is only ever written by an election of the range its label names
 //     (GuardEpoch), so no two replicas ever work on overlapping ranges, old or new.
 //
-// A shard that is lost (not renewed in time, or seen in another replica's hands) costs
-// that shard only: its fence closes at once, its controllers drain and its informers
-// stop, and the replica campaigns again for its fair share (leaderelection's
-// KeepRunningOnLoss). A single leader exits instead, like kube-controller-manager; a
-// replica holding several shards would otherwise lose all of them, and their warm
-// caches, to one renewal that a busy apiserver answered late. Only a shard whose
-// workers do not stop within --controller-shutdown-timeout still ends the process.
+// A shard whose renewals fail for the renew deadline pauses (its fence closes until a
+// renewal succeeds; see leaderelection). A shard that is lost (seen in another
+// replica's hands) costs that shard only: its fence closes at once, its controllers
+// drain and its informers stop, and the replica campaigns again for its fair share, as
+// a single leader stands by again. Only a shard whose workers do not stop within
+// --controller-shutdown-timeout still ends the process.
 type Replica struct {
 	Config
 
@@ -300,7 +299,7 @@ func (r *Replica) campaign(ctx context.Context, shard int, epoch Epoch, expired 
 		fence := leaderelection.NewFence(r.Namespace+"/"+name, r.Timings.LeaseDuration, nil)
 		election := r.election(name)
 		election.Leases = GuardEpoch(r.Client.CoordinationV1(), r.Namespace, label)
-		election.Fence, election.KeepRunningOnLoss, election.LeaseWatch = fence, true, r.LeaseWatch
+		election.Fence, election.LeaseWatch = fence, r.LeaseWatch
 		err := leaderelection.Run(klog.NewContext(electionCtx, logger), election, func(ctx context.Context) error {
 			e.leading.Store(true)
 			defer e.leading.Store(false)

@@ -10,10 +10,10 @@ import (
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/apiserver/pkg/server/mux"
 	"k8s.io/client-go/rest"
-	clientgoleaderelection "k8s.io/client-go/tools/leaderelection"
 	"k8s.io/klog/v2"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
+	"github.com/mini-kcm/mini-kcm/leaderelection"
 )
 
 // The health endpoints are k8s.io/apiserver's healthz handlers, with their semantics:
@@ -36,7 +36,7 @@ type HealthChecks struct {
 // NewHealthChecks lists the checks: /livez and /healthz are the process (ping, no stuck
 // sync) and the leader-election watchdog when there is one (nil without election);
 // /readyz is the apiserver and where this replica stands (see Readiness).
-func NewHealthChecks(syncs *controllers.InFlightSyncs, watchdog *clientgoleaderelection.HealthzAdaptor, probe *APIServerProbe, ready *Readiness) HealthChecks {
+func NewHealthChecks(syncs *controllers.InFlightSyncs, watchdog *leaderelection.Watchdog, probe *APIServerProbe, ready *Readiness) HealthChecks {
 	live := []healthz.HealthChecker{healthz.PingHealthz, stuckSyncCheck(syncs)}
 	if watchdog != nil {
 		// /livez carries the watchdog too: a wedged leader is exactly what a liveness
