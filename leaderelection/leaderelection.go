@@ -272,7 +272,7 @@ func Run(ctx context.Context, cfg Config, run func(ctx context.Context) error) e
 		if cfg.Fence != nil {
 			refused = cfg.Fence.Refused()
 		}
-		logger.Error(nil, "leaderelection lost; standing by again", "reason", why, "fenceRefusedWrites", refused)
+		logger.Error(nil, "leaderelection lost", "reason", why, "fenceRefusedWrites", refused, "next", "standing by")
 		if errors.Is(runErr, ErrControllersStillRunning) {
 			return errors.Join(ErrLeaseLost, runErr)
 		}

@@ -31,7 +31,8 @@ type LeaderElectionOptions struct {
 	// LeaseDuration is how long standbys wait after the last observed renewal before
 	// they take over.
 	LeaseDuration time.Duration
-	// RenewDeadline is how long the leader keeps retrying a renewal before it gives up.
+	// RenewDeadline is how long the leader keeps retrying a renewal before it pauses
+	// (its writes fenced until a renewal succeeds; see leaderelection).
 	RenewDeadline time.Duration
 	// RetryPeriod is the time between two acquisition or renewal attempts.
 	RetryPeriod time.Duration
@@ -46,10 +47,10 @@ type LeaderElectionOptions struct {
 // leader's crash (upstream's 15s/10s/2s take 15 to 18s; pass them by flag to get
 // them back). They keep leaderelection.Timings safe: the Lease request timeout is 1s,
 // so a cut-off leader stops acting 1s + 0.5s + 2s = 3.5s after its last successful
-// renewal was sent, 0.5s before any standby may take over at 4s. The renew deadline
-// still spans four retries, and a renewal is a single Lease update, so only an
-// apiserver that answers no renewal for 2s costs the lease (the README has the
-// measurements under load).
+// renewal was sent, 0.5s before any standby may take over at 4s. An apiserver that
+// answers no renewal for the 2s renew deadline pauses the leader, and costs it the
+// Lease only if a standby in contact with the apiserver all that time takes it over:
+// a stall every replica shares changes no leader (docs/high-availability.md).
 const (
 	defaultLeaseDuration = 4 * time.Second
 	defaultRenewDeadline = 2 * time.Second

@@ -91,8 +91,10 @@ type Replica struct {
 	elections map[int]*shardElection
 	// running counts the elections' goroutines.
 	running sync.WaitGroup
-	// now is the clock of the decisions: time.Now, or the simulator's.
+	// now is the clock of the decisions: the contact clock's, or the simulator's.
 	now func() time.Time
+	// contact advances only while the apiserver answers (see contactClock).
+	contact *contactClock
 }
 
 // Config is what a replica needs from the process.
@@ -203,6 +205,7 @@ func (r *Replica) Run(ctx context.Context) error {
 
 	// Membership and coordination run until the shards are handed over.
 	var background sync.WaitGroup
+	background.Go(func() { r.probe(leaseCtx) })
 	background.Go(func() { r.keepMembership(leaseCtx) })
 	background.Go(func() { r.coordinator.run(leaseCtx) })
 
@@ -595,7 +598,8 @@ func New(cfg Config) *Replica {
 	if cfg.Exit == nil {
 		cfg.Exit = func(code int) { klog.FlushAndExit(klog.ExitFlushTimeout, code) }
 	}
-	r := &Replica{Config: cfg, elections: map[int]*shardElection{}, now: time.Now}
+	contact := &contactClock{maxGap: cfg.Timings.RetryPeriod + cfg.Timings.RequestTimeout(), real: time.Now}
+	r := &Replica{Config: cfg, elections: map[int]*shardElection{}, now: contact.Now, contact: contact}
 	r.leaseFactory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithNamespace(cfg.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = LabelSet + "=" + cfg.Base }))
 	r.leases = r.leaseFactory.Coordination().V1().Leases().Lister().Leases(cfg.Namespace)

@@ -15,16 +15,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mini-kcm/mini-kcm/options"
 	"github.com/mini-kcm/mini-kcm/test/controlplane"
 )
 
-// Default leader election timings for tests: short, so that failover tests take
-// seconds, and safe (lease > renew + retry, so a cut-off leader stops before a standby
-// may take over; see app.campaign).
-const (
-	LeaseDuration = 5 * time.Second
-	RenewDeadline = 3 * time.Second
-	RetryPeriod   = 1 * time.Second
+// The leader election timings of every replica: the product's defaults, which the
+// framework does not override, so that every test runs mini-kcm as it ships. A test
+// that needs others passes them in ReplicaOptions.Args and says why.
+var (
+	LeaseDuration = options.NewLeaderElectionOptions().LeaseDuration
+	RenewDeadline = options.NewLeaderElectionOptions().RenewDeadline
+	RetryPeriod   = options.NewLeaderElectionOptions().RetryPeriod
 )
 
 // ReplicaOptions configures replicas started by StartReplica(s).
@@ -105,9 +106,6 @@ func (f *Framework) StartReplica(opts ReplicaOptions) *Replica {
 		"--leader-elect=true",
 		"--leader-elect-resource-namespace="+f.LeaseNamespace,
 		"--leader-elect-resource-name="+f.LeaseName,
-		"--leader-elect-lease-duration="+LeaseDuration.String(),
-		"--leader-elect-renew-deadline="+RenewDeadline.String(),
-		"--leader-elect-retry-period="+RetryPeriod.String(),
 		// Both layers of the write fence, as deploy/ runs mini-kcm (see fence.go).
 		APIServerFenceFlag+"=true",
 		"--v=2",

@@ -38,7 +38,7 @@ func (l failoverLoad) total() int { return (l.replicaSets + l.deployments) * int
 // suite runs 2000 pods, and upstream's election timings.
 func TestFailoverUnderLoadKeepsExactlyTheDesiredPods(t *testing.T) {
 	runFailoverUnderLoad(t, failoverLoad{replicaSets: 3, deployments: 3, podsEach: 100,
-		timings: shortTimings, convergeTimeout: 3 * time.Minute})
+		timings: defaultTimings, convergeTimeout: 3 * time.Minute})
 }
 
 func runFailoverUnderLoad(t *testing.T, load failoverLoad) {

@@ -39,7 +39,7 @@ func TestLeaderWritesCarryItsLeaseAndTheAPIServerRefusesAStaleOrMissingHolder(t 
 	if _, err := f.Client.AppsV1().ReplicaSets(ns).Create(ctx, newReplicaSet("web", 3, nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	m := startMember(t, f, user, memberOptions{timings: shortTimings, args: []string{"--controllers=replicaset"}})
+	m := startMember(t, f, user, memberOptions{timings: defaultTimings, args: []string{"--controllers=replicaset"}})
 	leaderOf(t, f, []*member{m}, time.Minute)
 	if !strings.Contains(m.Logs(), "in-process and apiserver (ValidatingAdmissionPolicy "+leaderelection.FencePolicyName+")") {
 		t.Errorf("the replica does not log its fence mode as both layers")

@@ -30,7 +30,7 @@ func TestLeaderWhoseWatchesGoSilentCatchesUpWithinTheBound(t *testing.T) {
 	ns := f.Namespace
 	// One replica: nothing here is about failover, and a standby taking over would hide
 	// a leader that never caught up.
-	leader := startMember(t, f, "ha-halfopen-"+ns[len(ns)-5:], memberOptions{timings: shortTimings, viaProxy: true})
+	leader := startMember(t, f, "ha-halfopen-"+ns[len(ns)-5:], memberOptions{timings: defaultTimings, viaProxy: true})
 	leaderOf(t, f, []*member{leader}, time.Minute)
 	holder, err := f.Holder()
 	if err != nil {

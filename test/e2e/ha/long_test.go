@@ -20,7 +20,7 @@ import (
 // ReplicaSets and four Deployments of 250 pods each.
 func TestLongFailoverUnderLoad2000Pods(t *testing.T) {
 	runFailoverUnderLoad(t, failoverLoad{replicaSets: 4, deployments: 4, podsEach: 250,
-		timings: shortTimings, convergeTimeout: 10 * time.Minute})
+		timings: defaultTimings, convergeTimeout: 10 * time.Minute})
 }
 
 // TestLongFailoverUnderLoadWithUpstreamTimings runs the fast suite's 600 pods with
@@ -34,7 +34,7 @@ func TestLongFailoverUnderLoadWithUpstreamTimings(t *testing.T) {
 // leader whose renew deadline (3s) is shorter than the outage: the leader exits 1 like
 // upstream's, is restarted as a kubelet would, and the rollout still completes exactly.
 func TestLongRolloutThroughAPIServerRestartWithShortTimings(t *testing.T) {
-	runRolloutThroughAPIServerRestart(t, shortTimings, 5*time.Second)
+	runRolloutThroughAPIServerRestart(t, defaultTimings, 5*time.Second)
 }
 
 // TestLongPartitionWithUpstreamTimings cuts off a leader with kube-controller-manager's

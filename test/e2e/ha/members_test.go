@@ -22,19 +22,17 @@ type electionTimings struct {
 }
 
 var (
-	// shortTimings are the framework's: failovers take seconds. The renew loop of a
-	// partitioned leader gives up at its last renewal + retry + renew deadline = 4s,
-	// exactly when its lease can expire, so partition tests use partitionTimings.
-	shortTimings = electionTimings{lease: framework.LeaseDuration, renew: framework.RenewDeadline, retry: framework.RetryPeriod}
-	// partitionTimings leave 2s between the moment a cut-off leader gives up (last
-	// renewal + 1s + 3s) and the earliest moment a standby may take over (last renewal
-	// + 6s).
-	partitionTimings = electionTimings{lease: 6 * time.Second, renew: 3 * time.Second, retry: time.Second}
-	// upstreamTimings are kube-controller-manager's defaults.
+	// defaultTimings are the product's (4s/2s/0.5s), which the framework runs every
+	// replica at; a member at these timings gets no election flags at all.
+	defaultTimings = electionTimings{lease: framework.LeaseDuration, renew: framework.RenewDeadline, retry: framework.RetryPeriod}
+	// upstreamTimings are kube-controller-manager's defaults, for side-by-side runs.
 	upstreamTimings = electionTimings{lease: 15 * time.Second, renew: 10 * time.Second, retry: 2 * time.Second}
 )
 
 func (e electionTimings) args() []string {
+	if e == defaultTimings {
+		return nil
+	}
 	return []string{
 		"--leader-elect-lease-duration=" + e.lease.String(),
 		"--leader-elect-renew-deadline=" + e.renew.String(),
@@ -115,22 +113,6 @@ func (m *member) restart(t *testing.T, f *framework.Framework) {
 	}
 	m.earlier = append(m.earlier, m.Replica)
 	m.Replica = f.StartReplica(framework.ReplicaOptions{Args: m.args, Env: m.env})
-}
-
-// restartIfLost restarts the member if it exited with code 1 (a lost Lease), as its
-// kubelet would, and says so in the test log. It returns whether it restarted.
-func (m *member) restartIfLost(t *testing.T, f *framework.Framework) bool {
-	t.Helper()
-	if !m.Exited() {
-		return false
-	}
-	code, _ := m.Wait(0)
-	if code != 1 {
-		t.Fatalf("%s exited with %d; only a lost Lease (1) is expected:\n%s", m.user, code, m.Logs())
-	}
-	t.Logf("HA-NOTE %s lost its Lease (exit 1) under the load of this test on a busy machine; restarting it as a kubelet would", m.user)
-	m.restart(t, f)
-	return true
 }
 
 // allLogs returns the logs of every process the member ran.

@@ -78,7 +78,7 @@ func TestReplicaWithoutPodListPermissionNamesTheStuckInformerAndStaysUnready(t *
 		t.Fatal(err)
 	}
 
-	m := startMember(t, f, user, memberOptions{timings: shortTimings, groups: []string{}})
+	m := startMember(t, f, user, memberOptions{timings: defaultTimings, groups: []string{}})
 	leaderOf(t, f, []*member{m}, time.Minute)
 	started := time.Now()
 	cpuBefore, err := cpuSeconds(m.Pid())

@@ -26,7 +26,7 @@ func TestWarmStandbyCachesEverythingBeforeItLeadsAndWritesNothingUntilThen(t *te
 	var members []*member
 	for i := range 3 {
 		members = append(members, startMember(t, f, fmt.Sprintf("ha-warm-%s-%d", ns[len(ns)-5:], i),
-			memberOptions{timings: shortTimings}))
+			memberOptions{timings: defaultTimings}))
 	}
 	first := leaderOf(t, f, members, time.Minute)
 	var standbys []*member
@@ -111,7 +111,7 @@ func TestWarmStandbyCachesEverythingBeforeItLeadsAndWritesNothingUntilThen(t *te
 			second.user, firstWrite.Format(time.StampMicro), acquired.Format(time.StampMicro))
 	}
 	t.Logf("HA-TAKEOVER warm-standby sigkill timings=%q acquired=%.2fs first-write=%.2fs acquire-to-first-write=%.0fms",
-		shortTimings, acquired.Sub(killed).Seconds(), firstWrite.Sub(killed).Seconds(),
+		defaultTimings, acquired.Sub(killed).Seconds(), firstWrite.Sub(killed).Seconds(),
 		float64(firstWrite.Sub(acquired).Microseconds())/1000)
 }
 

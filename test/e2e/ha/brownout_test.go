@@ -1,0 +1,127 @@
+package ha
+
+import (
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+
+	"github.com/mini-kcm/mini-kcm/test/controlplane"
+	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
+)
+
+// TestABrownoutOfTheAPIServerChangesNoLeaderAndExitsNoReplica: three replicas at the
+// shipped timings (lease 4s, renew deadline 2s) while kube-apiserver is frozen
+// (SIGSTOP) for 3s every 10s, four times, during a rolling update and a scale-up, and
+// then once for 30s. Every replica loses the apiserver together, so none can tell a
+// dead leader from a stalled apiserver: the leader pauses behind its fence and
+// resumes, the standbys do not count the stalls, and so the Lease never changes hands
+// and no replica exits. The rollout and the scale-up complete with exactly the pods
+// asked for.
+func TestABrownoutOfTheAPIServerChangesNoLeaderAndExitsNoReplica(t *testing.T) {
+	f := framework.New(t)
+	ctx := f.Context()
+	ns := f.Namespace
+	census := watchPods(t, f.Client, ns)
+	const replicas, scaledTo = 40, 60
+	census.limit("Deployment", "web", scaledTo+scaledTo/4)
+	if _, err := f.Client.AppsV1().Deployments(ns).Create(ctx, newDeployment("web", replicas, nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var members []*member
+	for i := range 3 {
+		members = append(members, startMember(t, f, fmt.Sprintf("ha-brownout-%s-%d", ns[len(ns)-5:], i), memberOptions{timings: defaultTimings}))
+	}
+	leader := leaderOf(t, f, members, time.Minute)
+	eventually(t, 2*time.Minute, func() error { return deploymentComplete(ctx, f.Client, ns, "web") })
+	before, err := f.Client.CoordinationV1().Leases(f.LeaseNamespace).Get(ctx, f.LeaseName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	apiserver := f.ControlPlane.Pid(controlplane.KubeAPIServer)
+	if apiserver == 0 {
+		t.Fatal("kube-apiserver is not running")
+	}
+	// The suite's later tests share this apiserver: never leave it frozen.
+	t.Cleanup(func() { _ = syscall.Kill(apiserver, syscall.SIGCONT) })
+	freeze := func(d time.Duration) {
+		t.Helper()
+		if err := syscall.Kill(apiserver, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(d)
+		if err := syscall.Kill(apiserver, syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The rolling update: a new template, so every pod is replaced.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d, err := f.Client.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		d.Spec.Template.Annotations = map[string]string{"example.com/revision": "2"}
+		_, err = f.Client.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for i := range 4 {
+		freeze(3 * time.Second)
+		if i == 1 {
+			// The scale-up lands between two stalls.
+			if err := scale(ctx, f, "Deployment", "web", scaledTo); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(7 * time.Second)
+	}
+	t.Logf("four 3s stalls over %s; now one of 30s", time.Since(start).Round(time.Second))
+	freeze(30 * time.Second)
+	resumed := time.Now()
+	eventually(t, 3*time.Minute, func() error { return deploymentComplete(ctx, f.Client, ns, "web") })
+	converged := time.Since(resumed)
+	census.checkNoViolations()
+
+	after, err := f.Client.CoordinationV1().Leases(f.LeaseNamespace).Get(ctx, f.LeaseName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pauses, resumes float64
+	for _, m := range members {
+		if m.Exited() {
+			code, _ := m.Wait(0)
+			t.Errorf("%s exited with %d during the brownout; want every replica running:\n%s", m.user, code, m.Logs())
+			continue
+		}
+		metrics, err := m.Metrics()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ := metrics.Value("mini_kcm_leader_election_pauses_total", map[string]string{"name": f.LeaseName})
+		r, _ := metrics.Value("mini_kcm_leader_election_resumes_total", map[string]string{"name": f.LeaseName})
+		pauses, resumes = pauses+p, resumes+r
+	}
+	changes := ptr.Deref(after.Spec.LeaseTransitions, 0) - ptr.Deref(before.Spec.LeaseTransitions, 0)
+	t.Logf("HA-NUMBERS brownout implementation=mini-kcm timings=%q leader-changes=%d holder-before=%s holder-after=%s pauses=%.0f resumes=%.0f converged=%.2fs after the 30s stall, pods ever=%d, peak active %s",
+		defaultTimings, changes, ptr.Deref(before.Spec.HolderIdentity, ""), ptr.Deref(after.Spec.HolderIdentity, ""),
+		pauses, resumes, converged.Seconds(), census.podsSeen(), census.peaks())
+	if changes != 0 || ptr.Deref(after.Spec.HolderIdentity, "") != ptr.Deref(before.Spec.HolderIdentity, "") {
+		t.Errorf("the Lease changed hands %d times (holder %s before, %s after); want no leader change in a brownout every replica shared",
+			changes, ptr.Deref(before.Spec.HolderIdentity, ""), ptr.Deref(after.Spec.HolderIdentity, ""))
+	}
+	if pauses < 1 || resumes < pauses {
+		t.Errorf("the leader paused %.0f times and resumed %.0f times; want at least one pause (a 30s stall is past the renew deadline), each resumed",
+			pauses, resumes)
+	}
+	if now := leaderOf(t, f, members, 10*time.Second); now != leader {
+		t.Errorf("%s leads after the brownout, want %s", now.user, leader.user)
+	}
+}
