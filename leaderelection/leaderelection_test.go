@@ -285,6 +285,9 @@ func TestAStalledAPIServerPausesTheLeaderAndTheNextRenewalResumesIt(t *testing.T
 	if err == nil || !strings.Contains(err.Error(), "paused") {
 		t.Errorf("Check() while stalled = %v, want fenced as paused", err)
 	}
+	if v, _ := masterStatus(t, cfg.Name); v != 0 {
+		t.Errorf("leader_election_master_status = %v while paused, want 0", v)
+	}
 	api.down.Store(false)
 	eventually(t, "the fence to reopen", func() bool { _, err := cfg.Fence.Check(); return err == nil })
 	if cancelledWhileLeading.Load() {

@@ -11,7 +11,8 @@ import (
 var (
 	// leaderStatus keeps the name and meaning of the gauge client-go's elector reports
 	// (through component-base), which dashboards and kube-controller-manager's alerts
-	// read; client-go's elector is not used, so it is set here.
+	// read; client-go's elector is not used, so it is set here. A paused leader
+	// reports 0: it does no leader's work until it resumes.
 	leaderStatus = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Name:           "leader_election_master_status",
 		Help:           "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease. Please make sure to group by name.",

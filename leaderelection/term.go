@@ -91,6 +91,8 @@ func (t *term) keep(ctx context.Context, done <-chan struct{}, acquired resource
 			}
 			t.pausedAt = now
 			pauses.WithLabelValues(t.name).Inc()
+			// A paused leader does no leader's work: it is not reported as the master.
+			leaderStatus.WithLabelValues(t.name).Set(0)
 			updateStats(t.name, func(s *LeaseStats) { s.Pauses++; s.PausedSince = now })
 			logger.Error(nil, "Paused leading: the lease was not renewed within the renew deadline; writes are fenced until a renewal succeeds",
 				"renewDeadline", t.RenewDeadline, "lastRenewal", now.Sub(t.renewed).Round(time.Millisecond))
@@ -187,6 +189,7 @@ func (t *term) succeeded(ctx context.Context, record resourcelock.LeaderElection
 		paused := t.clock.Since(t.pausedAt)
 		t.pausedAt = time.Time{}
 		resumes.WithLabelValues(t.name).Inc()
+		leaderStatus.WithLabelValues(t.name).Set(1)
 		updateStats(t.name, func(s *LeaseStats) { s.Resumes++; s.PausedSince = time.Time{} })
 		klog.FromContext(ctx).Info("Resumed leading: the lease was renewed", "pausedFor", paused.Round(time.Millisecond))
 	}
