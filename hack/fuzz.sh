@@ -12,13 +12,22 @@ fuzztime=${FUZZTIME:-30000x}
 # Only packages whose tests declare a fuzz target; the tools modules under hack/ are
 # separate modules and are skipped.
 mapfile -t dirs < <(grep -rl --include='*_test.go' --exclude-dir=hack --exclude-dir=.git '^func Fuzz' . | xargs -r -n1 dirname | sort -u)
+# The repository has fuzz targets; finding none means the search broke, which must not
+# pass as a fuzz run.
 if ((${#dirs[@]} == 0)); then
-	echo ">> no fuzz targets"
-	exit 0
+	echo ">> FAIL: no fuzz targets found (the search for '^func Fuzz' in *_test.go found nothing)" >&2
+	exit 1
 fi
+ran=0
 for dir in "${dirs[@]}"; do
 	for target in $(go test -list '^Fuzz' "$dir" | grep '^Fuzz' || true); do
 		echo ">> fuzzing $dir $target for $fuzztime"
 		go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$dir"
+		ran=$((ran + 1))
 	done
 done
+if ((ran == 0)); then
+	echo ">> FAIL: files declare fuzz targets in ${dirs[*]}, but go test -list found none" >&2
+	exit 1
+fi
+echo ">> fuzzed $ran targets"

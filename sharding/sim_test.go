@@ -621,7 +621,12 @@ func TestSimulatedReplicasNeverHaveTwoOpenFencesOnOneNamespace(t *testing.T) {
 		return
 	}
 	seeds := 250
-	if v, err := strconv.Atoi(os.Getenv("SHARDING_SIM_SEEDS")); err == nil {
+	if env, set := os.LookupEnv("SHARDING_SIM_SEEDS"); set {
+		v, err := strconv.Atoi(env)
+		if err != nil || v < 1 {
+			// A run of no schedules would pass having checked nothing.
+			t.Fatalf("SHARDING_SIM_SEEDS=%q: want a number of schedules of at least 1 (unset: 250)", env)
+		}
 		seeds = v
 	}
 	if *simSeeds > 0 {
