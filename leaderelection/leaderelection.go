@@ -199,6 +199,9 @@ func Run(ctx context.Context, cfg Config, run func(ctx context.Context) error) e
 		return fmt.Errorf("configuring leader election on lease %s/%s: %w", cfg.Namespace, cfg.Name, err)
 	}
 	registerMetrics()
+	// A candidate reports the Lease from the start, as client-go's elector does: 0
+	// until it leads.
+	leaderStatus.WithLabelValues(cfg.Name).Set(0)
 	leases := cfg.Leases
 	if leases == nil {
 		leases = cfg.Client.CoordinationV1()

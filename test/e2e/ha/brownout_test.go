@@ -17,7 +17,7 @@ import (
 // TestABrownoutOfTheAPIServerChangesNoLeaderAndExitsNoReplica: three replicas at the
 // shipped timings (lease 4s, renew deadline 2s) while kube-apiserver is frozen
 // (SIGSTOP) for 3s every 10s, four times, during a rolling update and a scale-up, and
-// then once for 30s. Every replica loses the apiserver together, so none can tell a
+// then, right after a second scale-up, once for 30s. Every replica loses the apiserver together, so none can tell a
 // dead leader from a stalled apiserver: the leader pauses behind its fence and
 // resumes, the standbys do not count the stalls, and so the Lease never changes hands
 // and no replica exits. The rollout and the scale-up complete with exactly the pods
@@ -27,8 +27,8 @@ func TestABrownoutOfTheAPIServerChangesNoLeaderAndExitsNoReplica(t *testing.T) {
 	ctx := f.Context()
 	ns := f.Namespace
 	census := watchPods(t, f.Client, ns)
-	const replicas, scaledTo = 40, 60
-	census.limit("Deployment", "web", scaledTo+scaledTo/4)
+	const replicas, scaledTo, scaledAgain = 40, 60, 80
+	census.limit("Deployment", "web", scaledAgain+scaledAgain/4)
 	if _, err := f.Client.AppsV1().Deployments(ns).Create(ctx, newDeployment("web", replicas, nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -83,12 +83,33 @@ func TestABrownoutOfTheAPIServerChangesNoLeaderAndExitsNoReplica(t *testing.T) {
 		}
 		time.Sleep(7 * time.Second)
 	}
-	t.Logf("four 3s stalls over %s; now one of 30s", time.Since(start).Round(time.Second))
+	t.Logf("four 3s stalls over %s; now a scale-up and a stall of 30s", time.Since(start).Round(time.Second))
+	if err := scale(ctx, f, "Deployment", "web", scaledAgain); err != nil {
+		t.Fatal(err)
+	}
 	freeze(30 * time.Second)
 	resumed := time.Now()
 	eventually(t, 3*time.Minute, func() error { return deploymentComplete(ctx, f.Client, ns, "web") })
 	converged := time.Since(resumed)
 	census.checkNoViolations()
+	// The leader resumes at its first renewal that goes through after the stall.
+	framework.Eventually(t, time.Minute, func() error {
+		for _, m := range members {
+			if m.Exited() {
+				return nil // reported below
+			}
+			metrics, err := m.Metrics()
+			if err != nil {
+				return err
+			}
+			p, _ := metrics.Value("mini_kcm_leader_election_pauses_total", map[string]string{"name": f.LeaseName})
+			r, _ := metrics.Value("mini_kcm_leader_election_resumes_total", map[string]string{"name": f.LeaseName})
+			if p != r {
+				return fmt.Errorf("%s paused %.0f times and resumed %.0f times", m.user, p, r)
+			}
+		}
+		return nil
+	})
 
 	after, err := f.Client.CoordinationV1().Leases(f.LeaseNamespace).Get(ctx, f.LeaseName, metav1.GetOptions{})
 	if err != nil {
@@ -110,7 +131,7 @@ func TestABrownoutOfTheAPIServerChangesNoLeaderAndExitsNoReplica(t *testing.T) {
 		pauses, resumes = pauses+p, resumes+r
 	}
 	changes := ptr.Deref(after.Spec.LeaseTransitions, 0) - ptr.Deref(before.Spec.LeaseTransitions, 0)
-	t.Logf("HA-NUMBERS brownout implementation=mini-kcm timings=%q leader-changes=%d holder-before=%s holder-after=%s pauses=%.0f resumes=%.0f converged=%.2fs after the 30s stall, pods ever=%d, peak active %s",
+	t.Logf("HA-NUMBERS brownout implementation=mini-kcm timings=%q leader-changes=%d holder-before=%s holder-after=%s pauses=%.0f resumes=%.0f scale-up converged %.2fs after the 30s stall, pods ever=%d, peak active %s",
 		defaultTimings, changes, ptr.Deref(before.Spec.HolderIdentity, ""), ptr.Deref(after.Spec.HolderIdentity, ""),
 		pauses, resumes, converged.Seconds(), census.podsSeen(), census.peaks())
 	if changes != 0 || ptr.Deref(after.Spec.HolderIdentity, "") != ptr.Deref(before.Spec.HolderIdentity, "") {
