@@ -22,7 +22,15 @@ import (
 // resumes, the standbys do not count the stalls, and so the Lease never changes hands
 // and no replica exits. The rollout and the scale-up complete with exactly the pods
 // asked for.
+//
+// With MINI_KCM_E2E_UPSTREAM=1 the same story runs against kube-controller-manager at
+// its own defaults (15s/10s/2s), for the side-by-side figures; its leader changes and
+// exits are logged, not failed.
 func TestABrownoutOfTheAPIServerChangesNoLeaderAndExitsNoReplica(t *testing.T) {
+	timings := defaultTimings
+	if framework.AgainstUpstream() {
+		timings = upstreamTimings
+	}
 	f := framework.New(t)
 	ctx := f.Context()
 	ns := f.Namespace
@@ -32,11 +40,8 @@ func TestABrownoutOfTheAPIServerChangesNoLeaderAndExitsNoReplica(t *testing.T) {
 	if _, err := f.Client.AppsV1().Deployments(ns).Create(ctx, newDeployment("web", replicas, nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var members []*member
-	for i := range 3 {
-		members = append(members, startMember(t, f, fmt.Sprintf("ha-brownout-%s-%d", ns[len(ns)-5:], i), memberOptions{timings: defaultTimings}))
-	}
-	leader := leaderOf(t, f, members, time.Minute)
+	candidates := startCandidates(t, f, "ha-brownout", timings, "replicaset,deployment")
+	waitForFreezeLeader(t, f, candidates)
 	eventually(t, 2*time.Minute, func() error { return deploymentComplete(ctx, f.Client, ns, "web") })
 	before, err := f.Client.CoordinationV1().Leases(f.LeaseNamespace).Get(ctx, f.LeaseName, metav1.GetOptions{})
 	if err != nil {
@@ -92,57 +97,52 @@ func TestABrownoutOfTheAPIServerChangesNoLeaderAndExitsNoReplica(t *testing.T) {
 	eventually(t, 3*time.Minute, func() error { return deploymentComplete(ctx, f.Client, ns, "web") })
 	converged := time.Since(resumed)
 	census.checkNoViolations()
-	// The leader resumes at its first renewal that goes through after the stall.
-	framework.Eventually(t, time.Minute, func() error {
-		for _, m := range members {
-			if m.Exited() {
-				return nil // reported below
-			}
-			metrics, err := m.Metrics()
+	var pauses, resumes float64
+	exits := 0
+	for _, c := range candidates {
+		if gone, code := c.exited(); gone {
+			exits++
+			t.Logf("%s exited with %d during the brownout", c.user, code)
+			continue
+		}
+		if c.member == nil {
+			continue
+		}
+		// The leader resumes at its first renewal that goes through after the stall.
+		framework.Eventually(t, time.Minute, func() error {
+			metrics, err := c.member.Metrics()
 			if err != nil {
 				return err
 			}
 			p, _ := metrics.Value("mini_kcm_leader_election_pauses_total", map[string]string{"name": f.LeaseName})
 			r, _ := metrics.Value("mini_kcm_leader_election_resumes_total", map[string]string{"name": f.LeaseName})
 			if p != r {
-				return fmt.Errorf("%s paused %.0f times and resumed %.0f times", m.user, p, r)
+				return fmt.Errorf("%s paused %.0f times and resumed %.0f times", c.user, p, r)
 			}
-		}
-		return nil
-	})
-
+			pauses, resumes = pauses+p, resumes+r
+			return nil
+		})
+	}
 	after, err := f.Client.CoordinationV1().Leases(f.LeaseNamespace).Get(ctx, f.LeaseName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pauses, resumes float64
-	for _, m := range members {
-		if m.Exited() {
-			code, _ := m.Wait(0)
-			t.Errorf("%s exited with %d during the brownout; want every replica running:\n%s", m.user, code, m.Logs())
-			continue
-		}
-		metrics, err := m.Metrics()
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, _ := metrics.Value("mini_kcm_leader_election_pauses_total", map[string]string{"name": f.LeaseName})
-		r, _ := metrics.Value("mini_kcm_leader_election_resumes_total", map[string]string{"name": f.LeaseName})
-		pauses, resumes = pauses+p, resumes+r
-	}
 	changes := ptr.Deref(after.Spec.LeaseTransitions, 0) - ptr.Deref(before.Spec.LeaseTransitions, 0)
-	t.Logf("HA-NUMBERS brownout implementation=mini-kcm timings=%q leader-changes=%d holder-before=%s holder-after=%s pauses=%.0f resumes=%.0f scale-up converged %.2fs after the 30s stall, pods ever=%d, peak active %s",
-		defaultTimings, changes, ptr.Deref(before.Spec.HolderIdentity, ""), ptr.Deref(after.Spec.HolderIdentity, ""),
+	t.Logf("HA-NUMBERS brownout implementation=%s timings=%q leader-changes=%d exits=%d holder-before=%s holder-after=%s pauses=%.0f resumes=%.0f "+
+		"scale-up converged %.2fs after the 30s stall, pods ever=%d, peak active %s",
+		implementation(), timings, changes, exits, ptr.Deref(before.Spec.HolderIdentity, ""), ptr.Deref(after.Spec.HolderIdentity, ""),
 		pauses, resumes, converged.Seconds(), census.podsSeen(), census.peaks())
+	if framework.AgainstUpstream() {
+		return // the figures above are the comparison
+	}
+	if exits != 0 {
+		t.Errorf("%d replicas exited during the brownout; want every replica running", exits)
+	}
 	if changes != 0 || ptr.Deref(after.Spec.HolderIdentity, "") != ptr.Deref(before.Spec.HolderIdentity, "") {
 		t.Errorf("the Lease changed hands %d times (holder %s before, %s after); want no leader change in a brownout every replica shared",
 			changes, ptr.Deref(before.Spec.HolderIdentity, ""), ptr.Deref(after.Spec.HolderIdentity, ""))
 	}
-	if pauses < 1 || resumes < pauses {
-		t.Errorf("the leader paused %.0f times and resumed %.0f times; want at least one pause (a 30s stall is past the renew deadline), each resumed",
-			pauses, resumes)
-	}
-	if now := leaderOf(t, f, members, 10*time.Second); now != leader {
-		t.Errorf("%s leads after the brownout, want %s", now.user, leader.user)
+	if pauses < 1 {
+		t.Errorf("no replica paused; a 30s stall is past the renew deadline, so the test did not bite")
 	}
 }

@@ -49,7 +49,7 @@ func TestFrozenLeaderWritesNothingAfterAStandbyTookOver(t *testing.T) {
 	if _, err := f.Client.AppsV1().ReplicaSets(ns).Create(ctx, newReplicaSet(name, before, nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	candidates := startFreezeCandidates(t, f, timings)
+	candidates := startCandidates(t, f, "ha-freeze", timings, "replicaset")
 	leader := waitForFreezeLeader(t, f, candidates)
 	eventually(t, 2*time.Minute, func() error { return replicaSetComplete(ctx, f.Client, ns, name) })
 	oldHolder, err := f.Holder()
@@ -107,11 +107,22 @@ func TestFrozenLeaderWritesNothingAfterAStandbyTookOver(t *testing.T) {
 	deleted := requestFilter{users: userSet(all...), namespace: ns, resource: "pods", verb: "delete"}.count(events)
 	seen := census.podsSeen()
 	refused := fenceRefusedWrites(leader.logs())
+	// What stepping down cost the apiserver: the old leader's reads of everything but
+	// its Lease after it resumed (a standby again, it builds its controllers anew, one
+	// initial list per informer).
+	relists := map[string]int{}
+	for i := range events {
+		e := &events[i]
+		if e.User.Username == leader.user && e.Stage == "ResponseComplete" && e.ObjectRef != nil && e.Resource() != "leases" &&
+			(e.Verb == "list" || e.Verb == "watch") && e.RequestReceivedTimestamp.After(resumedAt) {
+			relists[e.Verb+" "+e.Resource()]++
+		}
+	}
 	t.Logf("HA-NUMBERS freeze implementation=%s timings=%q takeover=%.2fs (new holder %s, user %s) converged=%.2fs after the freeze; "+
 		"old leader stepped down %.2fs after SIGCONT (%s), fence refused %s writes; accepted writes of the old leader after the takeover=%d; "+
-		"pods ever=%d for %d desired (duplicates %d), created=%d deleted=%d, peak active %s",
+		"pods ever=%d for %d desired (duplicates %d), created=%d deleted=%d, peak active %s; old leader's lists and watches after SIGCONT %v",
 		implementation(), timings, took.Seconds(), newHolder, byUser, converged.Seconds(), exitedAfter.Seconds(), steppedDown, refused,
-		len(late), seen, after, seen-after, created, deleted, census.peaks())
+		len(late), seen, after, seen-after, created, deleted, census.peaks(), relists)
 	if len(late) > 0 {
 		t.Logf("writes of the old leader %s accepted after the new leader acquired at %s:\n  %s", leader.user,
 			acquired.Format(time.StampMicro), strings.Join(late, "\n  "))
@@ -188,6 +199,22 @@ func (c *freezeCandidate) stepDown(timeout time.Duration, leaseName string) (str
 	}
 }
 
+// exited reports whether the candidate's process ended, and its exit code.
+func (c *freezeCandidate) exited() (bool, int) {
+	if c.member != nil {
+		if !c.member.Exited() {
+			return false, 0
+		}
+		code, _ := c.member.Wait(0)
+		return true, code
+	}
+	if !c.process.Exited() {
+		return false, 0
+	}
+	code, _ := c.process.Wait(0)
+	return true, code
+}
+
 func (c *freezeCandidate) logs() string {
 	if c.member != nil {
 		return c.member.Logs()
@@ -207,28 +234,28 @@ func implementation() string {
 	return "mini-kcm"
 }
 
-// startFreezeCandidates starts three replicas with the given election timings on the
-// test's Lease, running the ReplicaSet controller: mini-kcm's, or with
-// MINI_KCM_E2E_UPSTREAM=1 kube-controller-manager's.
-func startFreezeCandidates(t *testing.T, f *framework.Framework, timings electionTimings) []*freezeCandidate {
+// startCandidates starts three replicas named prefix-… with the given election
+// timings on the test's Lease, running the controllers named (a --controllers value):
+// mini-kcm's, or with MINI_KCM_E2E_UPSTREAM=1 kube-controller-manager's.
+func startCandidates(t *testing.T, f *framework.Framework, prefix string, timings electionTimings, controllers string) []*freezeCandidate {
 	t.Helper()
 	var out []*freezeCandidate
 	for i := range 3 {
-		user := fmt.Sprintf("ha-freeze-%s-%d", f.Namespace[len(f.Namespace)-5:], i)
+		user := fmt.Sprintf("%s-%s-%d", prefix, f.Namespace[len(f.Namespace)-5:], i)
 		if !framework.AgainstUpstream() {
-			m := startMember(t, f, user, memberOptions{timings: timings, args: []string{"--controllers=replicaset"}})
+			m := startMember(t, f, user, memberOptions{timings: timings, args: []string{"--controllers=" + controllers}})
 			out = append(out, &freezeCandidate{user: user, pid: m.Pid(), member: m})
 			continue
 		}
-		p := startUpstreamCandidate(t, f, user, timings)
+		p := startUpstreamCandidate(t, f, user, timings, controllers)
 		out = append(out, &freezeCandidate{user: user, pid: p.Pid(), process: p})
 	}
 	return out
 }
 
 // startUpstreamCandidate runs kube-controller-manager with leader election on the
-// test's Lease and only its ReplicaSet controller, as user.
-func startUpstreamCandidate(t *testing.T, f *framework.Framework, user string, timings electionTimings) *controlplane.Process {
+// test's Lease and only the controllers named, as user.
+func startUpstreamCandidate(t *testing.T, f *framework.Framework, user string, timings electionTimings, controllers string) *controlplane.Process {
 	t.Helper()
 	kubeconfig, err := f.ControlPlane.AddUser(user, "system:masters")
 	if err != nil {
@@ -244,7 +271,7 @@ func startUpstreamCandidate(t *testing.T, f *framework.Framework, user string, t
 		Path: path,
 		Args: append([]string{
 			"--kubeconfig=" + kubeconfig,
-			"--controllers=replicaset",
+			"--controllers=" + controllers,
 			"--leader-elect=true",
 			"--leader-elect-resource-namespace=" + f.LeaseNamespace,
 			"--leader-elect-resource-name=" + f.LeaseName,
