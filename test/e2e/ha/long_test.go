@@ -30,15 +30,15 @@ func TestLongFailoverUnderLoadWithUpstreamTimings(t *testing.T) {
 		timings: upstreamTimings, convergeTimeout: 10 * time.Minute})
 }
 
-// TestLongRolloutThroughAPIServerRestartWithShortTimings restarts the apiserver under a
-// leader whose renew deadline (3s) is shorter than the outage: the leader exits 1 like
-// upstream's, is restarted as a kubelet would, and the rollout still completes exactly.
+// TestLongRolloutThroughAPIServerRestartWithShortTimings restarts the apiserver for
+// 5s under a leader at the shipped timings (renew deadline 2s): the leader pauses and
+// resumes without exiting or losing the Lease, and the rollout completes exactly.
 func TestLongRolloutThroughAPIServerRestartWithShortTimings(t *testing.T) {
 	runRolloutThroughAPIServerRestart(t, defaultTimings, 5*time.Second)
 }
 
 // TestLongPartitionWithUpstreamTimings cuts off a leader with kube-controller-manager's
-// timings: it gives up at its last renewal + 2s + 10s, 3s before its 15s lease expires.
+// timings: it pauses at its last renewal + 10s, 5s before its 15s lease expires.
 func TestLongPartitionWithUpstreamTimings(t *testing.T) {
 	runPartition(t, upstreamTimings)
 }

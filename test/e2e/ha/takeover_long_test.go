@@ -13,7 +13,7 @@ import (
 // log their numbers with the prefixes HA-NUMBERS and HA-TAKEOVER.
 
 func TestLongSIGKILLToNewHolderAtDefaultTimings(t *testing.T) {
-	measureSIGKILLToNewHolder(t, defaultTimings(), failoverRuns)
+	measureSIGKILLToNewHolder(t, defaultTimings, failoverRuns)
 }
 
 func TestLongSIGKILLToNewHolderAtUpstreamTimings(t *testing.T) {

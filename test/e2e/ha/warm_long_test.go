@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/mini-kcm/mini-kcm/options"
 	"github.com/mini-kcm/mini-kcm/test/controlplane"
 	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
 )
@@ -37,14 +36,8 @@ import (
 // failoverRuns is how many SIGKILLs a measurement takes its median over.
 const failoverRuns = 5
 
-// defaultTimings are mini-kcm's default election timings.
-func defaultTimings() electionTimings {
-	le := options.NewLeaderElectionOptions()
-	return electionTimings{lease: le.LeaseDuration, renew: le.RenewDeadline, retry: le.RetryPeriod}
-}
-
 func TestLongSIGKILLToFirstWriteUnderAScaleUpAtDefaultTimings(t *testing.T) {
-	measureSIGKILLToFirstWrite(t, defaultTimings())
+	measureSIGKILLToFirstWrite(t, defaultTimings)
 }
 
 func TestLongSIGKILLToFirstWriteUnderAScaleUpAtUpstreamTimings(t *testing.T) {
@@ -179,7 +172,7 @@ func TestLongAcquireToFirstWriteWith10000PodsCachedWarmAgainstCold(t *testing.T)
 		var members []*member
 		for i := range 2 {
 			members = append(members, startMember(t, f, fmt.Sprintf("ha-%s-%s-%d", mode, ns[len(ns)-5:], i), memberOptions{
-				timings: defaultTimings(),
+				timings: defaultTimings,
 				args:    []string{"--leader-elect-warm-standby=" + strconv.FormatBool(warm)},
 			}))
 		}
