@@ -11,8 +11,8 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/mini-kcm/mini-kcm/app/serving"
-	"github.com/mini-kcm/mini-kcm/leaderelection"
 	"github.com/mini-kcm/mini-kcm/controllers"
+	"github.com/mini-kcm/mini-kcm/leaderelection"
 )
 
 // The lines of /statusz/replica are built here, not in package serving: they are the

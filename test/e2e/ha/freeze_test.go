@@ -172,13 +172,6 @@ func (c *freezeCandidate) signal(t *testing.T, sig syscall.Signal) {
 	}
 }
 
-func (c *freezeCandidate) wait(timeout time.Duration) (int, error) {
-	if c.member != nil {
-		return c.member.Wait(timeout)
-	}
-	return c.process.Wait(timeout)
-}
-
 // stepDown waits until the resumed old leader stepped down and says how: mini-kcm
 // logs the lost Lease and stays up as a standby (an exit is an error), upstream exits.
 func (c *freezeCandidate) stepDown(timeout time.Duration, leaseName string) (string, error) {
