@@ -59,9 +59,12 @@ type takeover struct {
 	// took is the time from the signal until the Lease showed the new holder.
 	took time.Duration
 	// exited is the time from the signal (from SIGCONT after a freeze) until the old
-	// leader's process ended, and exitCode its exit code (-1 when the signal killed it).
-	exited   time.Duration
-	exitCode int
+	// leader's process ended, and exitCode its exit code (-1 when the signal killed it);
+	// after a freeze, the time until the old leader stepped down (steppedDown), still
+	// running.
+	exited      time.Duration
+	exitCode    int
+	steppedDown bool
 	// released reports whether the old leader logged that it released the Lease.
 	released bool
 	// scaledTo and reconciled are the sample app's new size after the takeover and the
@@ -205,8 +208,8 @@ func run(ctx context.Context, out io.Writer, cfg config) (res result, err error)
 		seconds(graceful.took), d.describe(graceful.from))
 	d.p.info("takeover after SIGKILL: %-7s nothing was released; a standby acquires the Lease once a lease duration passed since it last saw it renewed",
 		seconds(crash.took))
-	d.p.info("takeover after SIGSTOP: %-7s a frozen leader cannot renew; a standby acquires the Lease once a lease duration passed. Resumed, the old leader exited %s later with code %d",
-		seconds(frozen.took), seconds(frozen.exited), frozen.exitCode)
+	d.p.info("takeover after SIGSTOP: %-7s a frozen leader cannot renew; a standby acquires the Lease once a lease duration passed. Resumed, the old leader stepped down %s later and stands by, without a restart",
+		seconds(frozen.took), seconds(frozen.exited))
 	d.p.info("after each takeover the new leader scaled the sample app (to %d, %d, then %d) within %s, %s and %s", graceful.scaledTo, crash.scaledTo,
 		frozen.scaledTo, seconds(graceful.reconciled), seconds(crash.reconciled), seconds(frozen.reconciled))
 
@@ -555,17 +558,29 @@ func (d *demo) freeze(ctx context.Context, leader *replica, scaleTo, settle int3
 	}
 	d.p.event(resumed, "SIGCONT sent to %s: it resumes with the view it had when it froze", leader)
 	d.marks = append(d.marks, mark{at: resumed, replica: leader.name, signal: "SIGCONT"})
-	code, err := leader.process.Wait(exitTimeout)
-	if err != nil {
-		return t, nil, err
+	// The resumed leader finds the Lease in other hands at its next renewal, drains
+	// behind its closed fence and stands by again, in the same process.
+	deadline := resumed.Add(exitTimeout)
+	for {
+		if leader.process.Exited() {
+			code, _ := leader.process.Wait(0)
+			return t, nil, fmt.Errorf("%s exited with code %d after it resumed; a lost Lease must leave it a standby", leader.name, code)
+		}
+		data, err := readFrom(leader.logPath, 0)
+		if err != nil {
+			return t, nil, err
+		}
+		if strings.Contains(string(data), `"leaderelection lost"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return t, nil, fmt.Errorf("%s did not step down within %s after it resumed", leader.name, exitTimeout)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	t.exited, t.exitCode = time.Since(resumed), code
-	d.p.info("%s exited with code %d %s after it resumed", leader.name, code, seconds(t.exited))
-
-	if err := d.startReplica(ctx, leader); err != nil {
-		return t, nil, err
-	}
-	d.p.info("%s started again as a standby, identity %s", leader, leader.identity)
+	t.exited, t.exitCode = time.Since(resumed), 0
+	t.steppedDown = true
+	d.p.info("%s stepped down %s after it resumed and stands by again, identity %s (no restart)", leader.name, seconds(t.exited), leader.identity)
 	return t, next, nil
 }
 
