@@ -229,6 +229,7 @@ if [[ ${FREEZE:-1} != 0 ]]; then
 	info "freezing the mini-kcm process of pod ${NS}/${frozen}"
 	start=$(now_ms)
 	result frozen_holder "$leader"
+	leader_before_freeze=$leader
 	result frozen_at_ms "$start"
 	signal STOP "$frozen" "$node"
 	leader=$(wait_for_new_holder "$leader" 90)
@@ -239,17 +240,18 @@ if [[ ${FREEZE:-1} != 0 ]]; then
 	# The resumed process writes nothing (its fence closed by its clock while it was
 	# frozen), finds the Lease in other hands at its next renewal, drains and stays up
 	# as a standby: no restart.
+	# It records "<identity> stopped leading" on the Lease as it steps down.
+	frozen_holder=$leader_before_freeze
 	stepped_down() {
-		local logs
-		logs=$(kc -n "$NS" logs "$frozen" -c mini-kcm --tail=200 2>/dev/null) || return 1
-		[[ $logs == *'"leaderelection lost"'* ]] &&
+		local messages
+		messages=$(kc -n "$NS" get events --field-selector "involvedObject.kind=Lease,involvedObject.name=${LEASE}" \
+			-o jsonpath='{range .items[*]}{.message}{"\n"}{end}') || return 1
+		[[ $messages == *"${frozen_holder} stopped leading"* ]] &&
 			[[ $(kc -n "$NS" get pod "$frozen" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') == True ]]
 	}
 	wait_for 90 stepped_down || die "the resumed old leader ${frozen} did not step down to a ready standby within 90s"
 	result frozen_leader_restarts "$(($(restarts_of "$frozen") - restarts))"
 	info "${frozen} stepped down on resuming and stands by again (restarts: $(restarts_of "$frozen"), as before)"
-	info "its words:"
-	kc -n "$NS" logs "$frozen" -c mini-kcm --tail=200 2>/dev/null | grep -E '"leaderelection lost"|Standing by again' | tail -n 2 | sed 's/^/      /' || true
 fi
 
 step "The new leader reconciles: scaling the sample app to 5"

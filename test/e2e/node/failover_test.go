@@ -96,11 +96,19 @@ func TestDeployRunsOnAKubeletAndFailsOverAsDocumented(t *testing.T) {
 	waitSampleRolledOut(t, 5)
 	resumedAt := time.Now()
 	signal(t, pid, syscall.SIGCONT)
+	// It records "<identity> stopped leading" on the Lease as it steps down.
+	client := framework.ControlPlane(t).Client()
 	framework.EventuallyEvery(t, time.Minute, 200*time.Millisecond, func() error {
-		if !strings.Contains(kubectl(t, "logs", "-n", leaseNamespace, leader, "-c", "mini-kcm", "--tail=300"), `"leaderelection lost"`) {
-			return fmt.Errorf("the old leader %s has not stepped down yet", leader)
+		events, err := client.CoreV1().Events(leaseNamespace).List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.kind=Lease"})
+		if err != nil {
+			return err
 		}
-		return nil
+		for _, e := range events.Items {
+			if e.Message == frozenHolder+" stopped leading" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no event says the old leader %s (%s) stopped leading yet", leader, frozenHolder)
 	})
 	t.Logf("NODE-NUMBERS SIGCONT: the old leader %s stepped down %.2fs after it resumed", leader, time.Since(resumedAt).Seconds())
 	waitPodsReady(t, leaseNamespace, miniKCMLabels, 3, 3*time.Minute)
