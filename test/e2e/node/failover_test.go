@@ -239,12 +239,14 @@ func writesAfterTakeover(t *testing.T, cp *controlplane.ControlPlane, holder, po
 		if !isWrite(e.Verb) || !ok(e) || !e.StageTimestamp.After(acquired) || e.ObjectRef == nil {
 			continue
 		}
-		byHolder := e.ImpersonatedUser != nil && slices.Contains(e.ImpersonatedUser.Extra[leaderelection.LeaseHolderExtra], holder)
 		// Events, reviews (a create that stores nothing: a standby that builds its
-		// controllers again after stepping down asks who it is, for the apiserver
-		// fence) and token requests are what the fence lets through too.
-		byPod := slices.Contains(e.User.Extra[podExtraKey], pod) && e.ObjectRef.Resource != "events" &&
-			!strings.HasSuffix(e.ObjectRef.Resource, "reviews") && e.ObjectRef.Subresource != "token"
+		// controllers again after stepping down asks the apiserver who it is, for the
+		// apiserver fence) and token requests are what the fence lets through too.
+		if e.ObjectRef.Resource == "events" || strings.HasSuffix(e.ObjectRef.Resource, "reviews") || e.ObjectRef.Subresource == "token" {
+			continue
+		}
+		byHolder := e.ImpersonatedUser != nil && slices.Contains(e.ImpersonatedUser.Extra[leaderelection.LeaseHolderExtra], holder)
+		byPod := slices.Contains(e.User.Extra[podExtraKey], pod)
 		if byHolder || byPod {
 			late = append(late, fmt.Sprintf("%s %s %s/%s (%d) at %s", e.Verb, e.ObjectRef.Resource, e.ObjectRef.Namespace,
 				e.ObjectRef.Name, e.Code(), e.StageTimestamp.Format(time.StampMicro)))
