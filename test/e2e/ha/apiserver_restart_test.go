@@ -10,7 +10,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
 )
@@ -54,16 +53,7 @@ func runRolloutThroughAPIServerRestart(t *testing.T, timings electionTimings, do
 	eventually(t, 2*time.Minute, func() error { return deploymentComplete(ctx, f.Client, ns, "web") })
 
 	// The rolling update: a new template, so every pod is replaced.
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		d, err := f.Client.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		d.Spec.Template.Annotations = map[string]string{"example.com/revision": "2"}
-		_, err = f.Client.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
+	if err := rollOut(ctx, f, "web"); err != nil {
 		t.Fatal(err)
 	}
 	readyz := watchReadyz(leader.Replica, 200*time.Millisecond)

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/mini-kcm/mini-kcm/test/controlplane"
@@ -27,10 +26,7 @@ import (
 // its own defaults (15s/10s/2s), for the side-by-side figures; its leader changes and
 // exits are logged, not failed.
 func TestABrownoutOfTheAPIServerChangesNoLeaderAndExitsNoReplica(t *testing.T) {
-	timings := defaultTimings
-	if framework.AgainstUpstream() {
-		timings = upstreamTimings
-	}
+	timings := implementationTimings()
 	f := framework.New(t)
 	ctx := f.Context()
 	ns := f.Namespace
@@ -65,16 +61,7 @@ func TestABrownoutOfTheAPIServerChangesNoLeaderAndExitsNoReplica(t *testing.T) {
 		}
 	}
 
-	// The rolling update: a new template, so every pod is replaced.
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		d, err := f.Client.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		d.Spec.Template.Annotations = map[string]string{"example.com/revision": "2"}
-		_, err = f.Client.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{})
-		return err
-	}); err != nil {
+	if err := rollOut(ctx, f, "web"); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()

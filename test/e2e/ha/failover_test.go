@@ -174,6 +174,20 @@ func runFailoverUnderLoad(t *testing.T, load failoverLoad) {
 	}
 }
 
+// rollOut starts a rolling update of the Deployment name: a new template, so that
+// every pod is replaced.
+func rollOut(ctx context.Context, f *framework.Framework, name string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d, err := f.Client.AppsV1().Deployments(f.Namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		d.Spec.Template.Annotations = map[string]string{"example.com/revision": "2"}
+		_, err = f.Client.AppsV1().Deployments(f.Namespace).Update(ctx, d, metav1.UpdateOptions{})
+		return err
+	})
+}
+
 // scale sets spec.replicas of a ReplicaSet or Deployment.
 func scale(ctx context.Context, f *framework.Framework, kind, name string, replicas int32) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {

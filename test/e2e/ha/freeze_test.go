@@ -37,10 +37,7 @@ func TestFrozenLeaderWritesNothingAfterAStandbyTookOver(t *testing.T) {
 		name          = "frozen"
 		before, after = 3, 40
 	)
-	timings := defaultTimings
-	if framework.AgainstUpstream() {
-		timings = upstreamTimings
-	}
+	timings := implementationTimings()
 	f := framework.New(t)
 	ctx := f.Context()
 	ns := f.Namespace
@@ -222,6 +219,15 @@ func (c *freezeCandidate) logs() string {
 		return fmt.Sprintf("(cannot read %s: %v)", c.process.LogPath(), err)
 	}
 	return string(data)
+}
+
+// implementationTimings are the shipped election timings of the controller manager
+// under test: mini-kcm's, or with MINI_KCM_E2E_UPSTREAM=1 kube-controller-manager's.
+func implementationTimings() electionTimings {
+	if framework.AgainstUpstream() {
+		return upstreamTimings
+	}
+	return defaultTimings
 }
 
 // implementation names the controller manager under test in the numbers' log line.
