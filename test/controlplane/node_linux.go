@@ -96,7 +96,7 @@ var nodePackages = []struct{ path, pkg string }{
 }
 
 // NodeInstallCommand installs what the node needs on Debian or Ubuntu.
-const NodeInstallCommand = "apt-get install -y containerd runc containernetworking-plugins iptables conntrack"
+const NodeInstallCommand = "apt-get install -y containerd runc containernetworking-plugins iptables conntrack iproute2 util-linux"
 
 // NodeSupported returns nil when this machine can run the node (Options.Node), else an
 // error naming what is missing and how to install it.

@@ -21,7 +21,7 @@ const NodeName = "mini-kcm-node"
 const PauseImage = "registry.local/pause:dev"
 
 // NodeInstallCommand installs what the node needs on Debian or Ubuntu.
-const NodeInstallCommand = "apt-get install -y containerd runc containernetworking-plugins iptables conntrack"
+const NodeInstallCommand = "apt-get install -y containerd runc containernetworking-plugins iptables conntrack iproute2 util-linux"
 
 var errNodeNeedsLinux = errors.New("the local node needs Linux (network namespaces, cgroups, containerd)")
 

@@ -186,7 +186,7 @@ func TestTheApiserverRefusesAFrozenShardHoldersWritesWhenItsInProcessFenceIsOff(
 			conflicts++
 			continue
 		}
-		if e.Code() == 504 && strings.Contains(message, "context canceled") {
+		if canceledByTheClient(e.Code(), message) {
 			// The replica gave up on the request (its term ended under it) before the
 			// apiserver answered; whether admission saw it or not, the pod counts below
 			// show that nothing of it was applied twice.
@@ -285,4 +285,19 @@ func auditMessages(t *testing.T, path string) map[string]string {
 		messages[e.AuditID] = e.ResponseStatus.Message
 	}
 	return messages
+}
+
+// canceledByTheClient tells whether the apiserver answered a request with the error it
+// records when the client gave up on it: its handler's context canceled while it waited
+// for storage (504 "context canceled"), or the HTTP/2 stream reset by the client while
+// the apiserver still read the request's body (500 "stream error: stream ID N; CANCEL"),
+// in which case nothing of the body was decoded, let alone stored.
+func canceledByTheClient(code int32, message string) bool {
+	switch code {
+	case 504:
+		return strings.Contains(message, "context canceled")
+	case 500:
+		return strings.HasPrefix(message, "stream error: stream ID ") && strings.HasSuffix(message, "; CANCEL")
+	}
+	return false
 }
