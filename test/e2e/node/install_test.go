@@ -163,12 +163,7 @@ func installDeploy(t *testing.T, base string) string {
 	t.Helper()
 	dir := overlay(t, base, map[string]string{deployImageName: miniKCMImage})
 	if out, err := kubectlErr(t, "apply", "-k", dir); err != nil {
-		if strings.Contains(out, "is not in or below") {
-			// Issue #23: deploy/sharded names files of its parent, which kustomize
-			// refuses; the base-plus-overlays layout of deploy/ fixes it.
-			t.Skipf("kubectl apply -k %s fails as issue #23 reports (kustomize refuses files outside the overlay): %v", base, err)
-		}
-		t.Fatal(err)
+		t.Fatalf("kubectl apply -k %s (an overlay of %s setting the image): %v", dir, base, err)
 	} else if strings.Contains(out, "Warning") {
 		t.Logf("kubectl apply -k %s warned:\n%s", base, out)
 	}
