@@ -43,10 +43,16 @@ func (f *Framework) WaitForLeader(timeout time.Duration) *Replica {
 	Eventually(f.t, timeout, func() error {
 		var err error
 		leader, err = f.currentLeader()
+		if errors.Is(err, errTwoLeaders) {
+			f.t.Fatal(err)
+		}
 		return err
 	})
 	return leader
 }
+
+// errTwoLeaders is a defect, not a state to wait out: see currentLeader.
+var errTwoLeaders = errors.New("two replicas lead at once")
 
 func (f *Framework) currentLeader() (*Replica, error) {
 	holder, err := f.Holder()
@@ -77,7 +83,16 @@ func (f *Framework) currentLeader() (*Replica, error) {
 	case len(leaders) == 1:
 		return leader, nil
 	case len(leaders) > 1:
-		return nil, fmt.Errorf("more than one replica says it leads: %s", strings.Join(leaders, ", "))
+		// The replicas are asked one after the other, so a handover between two
+		// answers shows the old leader and the new one both leading. With the same
+		// holder before and after the answers no handover happened: a replica reports
+		// leading only once its own write naming it succeeded, and stops at its renew
+		// deadline, before anybody may take its Lease over.
+		after, err := f.Holder()
+		if err == nil && after == holder {
+			return nil, fmt.Errorf("%w: %s say they lead while the Lease names %q throughout", errTwoLeaders, strings.Join(leaders, " and "), holder)
+		}
+		return nil, fmt.Errorf("more than one replica says it leads (%s) while the Lease moved from %q to %q", strings.Join(leaders, ", "), holder, after)
 	default:
 		return nil, fmt.Errorf("lease held by %q but no running replica says it leads (%v)", holder, errors.Join(errs...))
 	}

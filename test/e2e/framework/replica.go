@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -171,6 +172,19 @@ func (r *Replica) Logs() string {
 		return fmt.Sprintf("(cannot read %s: %v)", r.LogPath(), err)
 	}
 	return string(data)
+}
+
+// identityInLog is the leader-election identity in mini-kcm's "Run mode" line.
+var identityInLog = regexp.MustCompile(`"Run mode" .*identity="([^"]+)"`)
+
+// Identity returns the leader-election identity of the replica's current process, as
+// its last "Run mode" log line names it (a restarted replica has a new one).
+func (r *Replica) Identity() (string, error) {
+	m := identityInLog.FindAllStringSubmatch(r.Logs(), -1)
+	if len(m) == 0 {
+		return "", fmt.Errorf("%s has not logged its identity (no \"Run mode\" line in %s)", r.Name, r.LogPath())
+	}
+	return m[len(m)-1][1], nil
 }
 
 // URL returns the HTTPS address of path (e.g. "/readyz?verbose") on the replica.
