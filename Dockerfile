@@ -43,7 +43,7 @@ RUN --mount=type=cache,target=/go/pkg/mod \
 FROM gcr.io/distroless/static-debian12:nonroot
 ARG VERSION=v0.0.0-unknown
 LABEL org.opencontainers.image.title="mini-kcm" \
-      org.opencontainers.image.description="ReplicaSet, Deployment and Endpoints controllers of kube-controller-manager, with leader election" \
+      org.opencontainers.image.description="ReplicaSet, Deployment, Endpoints and EndpointSlice controllers of kube-controller-manager, with leader election" \
       org.opencontainers.image.version="${VERSION}"
 COPY --from=build /out/mini-kcm /usr/local/bin/mini-kcm
 # Numeric, so that the kubelet can verify runAsNonRoot without reading /etc/passwd.

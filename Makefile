@@ -149,7 +149,7 @@ test-long: check-version control-plane ## Long soaks: 2000-pod failover, upstrea
 	$(GO) test -count=1 -timeout 12h -run TestSimulated -v ./sharding/ -args -sim-seeds=100000
 
 .PHONY: demo-failover
-demo-failover: build control-plane ## Leader failover on the local control plane: SIGTERM and SIGKILL takeovers, default timings.
+demo-failover: build control-plane ## Leader failover on the local control plane: SIGTERM, SIGKILL and SIGSTOP (then SIGCONT) takeovers, default timings.
 	$(GO) run ./test/cmd/demo-failover --mini-kcm bin/mini-kcm
 
 .PHONY: demo-node

@@ -34,8 +34,11 @@ func newCommand(reg *controllers.Registry) *cobra.Command {
 		Long: `mini-kcm runs control loops of the Kubernetes controller manager. A control loop
 watches the shared state of the cluster through the apiserver and makes changes attempting
 to move the current state towards the desired state. Run several replicas for high
-availability: they elect a leader through a Lease, and only the leader runs controllers.
-"mini-kcm leader" prints who leads.
+availability. With one shard (the default) they elect a leader through a Lease: the leader
+runs the controllers and the others stand by. With --shards above 1 they share the work:
+the namespaces are cut into shards, each with a Lease of its own, and every replica runs
+the controllers on the namespaces of the shards it holds. "mini-kcm leader" prints who
+holds the Lease and, sharded, the plan and each shard's holder.
 
 Controllers: ` + strings.Join(reg.Names(), ", ") + ".",
 		PersistentPreRunE: func(*cobra.Command, []string) error {

@@ -106,9 +106,11 @@ func (o *GenericOptions) AddFlags(fs *pflag.FlagSet, reg *controllers.Registry) 
 			"them at once.")
 	fs.BoolVar(&o.UseServiceAccountCredentials, "use-service-account-credentials", o.UseServiceAccountCredentials,
 		"If true, use individual service account credentials for each controller: each writes with a token "+
-			"requested for its own ServiceAccount in kube-system (named like kube-controller-manager's, e.g. "+
-			"replicaset-controller), so RBAC and the audit log tell the controllers apart. The --kubeconfig "+
-			"credentials then only hold the Lease, read through the shared informers and request those tokens.")
+			"requested for its own ServiceAccount in kube-system, mini-kcm-<controller> (e.g. "+
+			"mini-kcm-replicaset-controller), so RBAC and the audit log tell the controllers apart. The names "+
+			"are not kube-controller-manager's, whose accounts every cluster's bootstrap policy grants more. "+
+			"The --kubeconfig credentials then only hold the Lease, read through the shared informers and "+
+			"request those tokens.")
 }
 
 // Validate checks the client settings, --controllers and the kubeconfig.
