@@ -28,14 +28,15 @@ package controlplane
 // mounts), pod logs, the static pod manifests and the CNI configuration and IP
 // allocations. Pods' cgroups live under /<netns name> in every cgroup v1 hierarchy.
 // stopNode and cleanupAbandonedNodes undo all of it: processes, mounts, cgroups, the
-// namespace (and with it its iptables rules).
+// namespace (and with it its iptables rules). cleanupAbandonedNodes learns what a
+// killed run made from the record startNode wrote in /run/mini-kcm-e2e;
+// noderecord_linux.go says which records it trusts.
 
 import (
 	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -135,22 +136,14 @@ func containsString(list []string, s string) bool {
 	return false
 }
 
-// nodeRecord is what cleanup needs to know about a node run; it is written before
-// anything is created, so that the next run can clean up after a killed one.
-type nodeRecord struct {
-	Netns string `json:"netns"`
-	Dir   string `json:"dir"`
-}
-
-func (r nodeRecord) cgroupRoot() string { return "/" + r.Netns }
-func (r nodeRecord) containerdSocket() string {
-	return filepath.Join(r.Dir, "containerd", "containerd.sock")
-}
-
 // node is the running node of a control plane.
 type node struct {
-	record    nodeRecord
-	forwarder *forwarder
+	record nodeRecord
+	// recordPath is the record's file in nodeRecordsDir, or "" when none was written:
+	// as before, a directory the caller chose or kept (MINI_KCM_KEEP_DIR=1) is not
+	// cleaned up after a killed run, but its namespace and cgroups are (by name).
+	recordPath string
+	forwarder  *forwarder
 }
 
 // NodeDir returns the node's state directory, or "" without a node.
@@ -231,9 +224,14 @@ func (cp *ControlPlane) startNode(ctx context.Context) error {
 			return fmt.Errorf("creating node directory: %w", err)
 		}
 	}
-	data, _ := json.Marshal(record)
-	if err := os.WriteFile(filepath.Join(cp.dir, "node.json"), data, 0o644); err != nil {
-		return fmt.Errorf("recording the node for cleanup: %w", err)
+	// Written before anything is created on the machine, so that the next run can
+	// clean up after a killed one.
+	if cp.removeDir {
+		path, err := writeNodeRecord(nodeRecordsDir, record, os.TempDir())
+		if err != nil {
+			return fmt.Errorf("recording the node for cleanup: %w", err)
+		}
+		cp.node.recordPath = path
 	}
 
 	begin := time.Now()
@@ -518,7 +516,14 @@ func (cp *ControlPlane) stopNode() {
 		cp.node.forwarder.stop()
 	}
 	if err := removeNodeState(record); err != nil {
+		// The record stays, so that the next run tries again once we are gone.
 		cp.opts.Logf("cleaning up the node: %v", err)
+		return
+	}
+	if cp.node.recordPath != "" {
+		if err := os.Remove(cp.node.recordPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+			cp.opts.Logf("removing the node's record: %v", err)
+		}
 	}
 }
 
@@ -536,7 +541,7 @@ func killNodeWorkloads(record nodeRecord) {
 			break
 		}
 		for _, pid := range pids {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+			killNodeProcess(pid)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -564,6 +569,14 @@ func cgroupPids(root string) []int {
 		})
 	}
 	return pids
+}
+
+// killNodeProcess kills pid unless it is init or the harness itself, which no node
+// process is.
+func killNodeProcess(pid int) {
+	if pid > 1 && pid != os.Getpid() {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
 }
 
 func containsInt(list []int, n int) bool {
@@ -712,27 +725,16 @@ func removeCgroups(root string) error {
 // a test binary killed by SIGKILL or `go test -timeout` takes its children with it,
 // but not the containerd shims, the containers, the mounts, cgroups or the namespace.
 // It runs before the abandoned control plane directories are removed, because those
-// hold the mounts.
+// hold the mounts. It acts only on records that pass every check of
+// noderecord_linux.go, and reports the others on stderr.
 func cleanupAbandonedNodes() {
-	entries, err := os.ReadDir(os.TempDir())
-	if err == nil {
-		for _, e := range entries {
-			if !e.IsDir() || !strings.HasPrefix(e.Name(), tempDirPrefix) {
-				continue
-			}
-			dir := filepath.Join(os.TempDir(), e.Name())
-			data, err := os.ReadFile(filepath.Join(dir, "node.json"))
-			if err != nil || ownerAlive(dir) {
-				continue
-			}
-			var record nodeRecord
-			if json.Unmarshal(data, &record) == nil && strings.HasPrefix(record.Netns, nodeNetnsPrefix) {
-				killNodeWorkloads(record)
-				_ = removeNodeState(record)
-			}
-		}
-	}
-	// Namespaces and cgroups whose record went with their directory.
+	cleanupAbandonedRecords(nodeRecordsDir, os.TempDir(), processAlive, func(record nodeRecord) error {
+		killNodeWorkloads(record)
+		return removeNodeState(record)
+	}, os.Stderr)
+	// Namespaces and cgroups without a record (a run that chose its directory, or
+	// whose record was lost). Only root creates entries in /run/netns and in a
+	// hierarchy's root, and nodeOwner accepts only names a node run makes.
 	netns, _ := os.ReadDir("/run/netns")
 	for _, e := range netns {
 		if pid, ok := nodeOwner(e.Name()); ok && !processAlive(pid) {
@@ -744,7 +746,7 @@ func cleanupAbandonedNodes() {
 		for _, g := range groups {
 			if pid, ok := nodeOwner(g.Name()); ok && g.IsDir() && !processAlive(pid) {
 				for _, p := range cgroupPids("/" + g.Name()) {
-					_ = syscall.Kill(p, syscall.SIGKILL)
+					killNodeProcess(p)
 				}
 				_ = removeCgroups("/" + g.Name())
 			}
@@ -752,28 +754,14 @@ func cleanupAbandonedNodes() {
 	}
 }
 
-// nodeOwner returns the pid in a name made by startNode.
+// nodeOwner returns the pid in a name made by startNode (mini-kcm-node-<pid>-<n>).
 func nodeOwner(name string) (int, bool) {
-	rest, ok := strings.CutPrefix(name, nodeNetnsPrefix)
-	if !ok {
-		return 0, false
-	}
-	pidText, _, _ := strings.Cut(rest, "-")
-	pid, err := strconv.Atoi(pidText)
-	return pid, err == nil && pid > 0
+	pid, err := parseNodeNetns(name)
+	return pid, err == nil
 }
 
 func processAlive(pid int) bool {
 	return !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
-}
-
-func ownerAlive(dir string) bool {
-	data, err := os.ReadFile(filepath.Join(dir, ownerFile))
-	if err != nil {
-		return true // kept on purpose (MINI_KCM_KEEP_DIR=1): not ours to judge
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	return err != nil || pid <= 0 || processAlive(pid)
 }
 
 // forwarder accepts connections on an address inside the node's network namespace

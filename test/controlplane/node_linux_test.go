@@ -16,6 +16,9 @@ func TestNodeOwnerReadsThePidOfTheRunThatMadeTheName(t *testing.T) {
 		{"mini-kcm-node-1234-1", 1234, true},
 		{"mini-kcm-node-1234-12", 1234, true},
 		{"mini-kcm-node-x-1", 0, false},
+		{"mini-kcm-node-1234", 0, false},
+		{"mini-kcm-node-1-1", 0, false}, // init is never a test process
+		{"mini-kcm-node-1234-1/../..", 0, false},
 		{"cni-1234", 0, false},
 		{"kubepods", 0, false},
 	} {
