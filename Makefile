@@ -126,7 +126,7 @@ test-e2e: check-version control-plane build ## E2E suites against a real local c
 	@#    MINI_KCM_REQUIRE_NODE=1 makes their absence a failure).
 	@# 3. The failover demo, verbosely so that CI's log shows both takeovers.
 	@failed=(); \
-	MINI_KCM_BINARY=$(CURDIR)/bin/mini-kcm-race $(GO) test -p 1 -count=1 -timeout 30m \
+	MINI_KCM_BINARY=$(CURDIR)/bin/mini-kcm-race MINI_KCM_STATIC_BINARY=$(CURDIR)/bin/mini-kcm $(GO) test -p 1 -count=1 -timeout 30m \
 		$$($(GO) list ./test/... | grep -v -e /test/cmd/demo-failover -e /test/e2e/node) || failed+=("the e2e suites"); \
 	MINI_KCM_NODE_BINARY=$(CURDIR)/bin/mini-kcm $(GO) test -count=1 -v -timeout 20m ./test/e2e/node/ || failed+=("the node suite"); \
 	MINI_KCM_BINARY=$(CURDIR)/bin/mini-kcm-race $(GO) test -count=1 -v -timeout 5m ./test/cmd/demo-failover/ || failed+=("the failover demo"); \

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/go-logr/logr"
 	"golang.org/x/oauth2"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 )
@@ -95,10 +97,13 @@ func (s *serviceAccountTokens) Token() (*oauth2.Token, error) {
 	}, nil
 }
 
-// request sends one TokenRequest.
+// request sends one TokenRequest. Its answer is the token: client-go's rest client
+// logs response bodies at -v=8 and above through the request context's logger, so the
+// request carries a logger without those levels (see withoutBodies).
 func (s *serviceAccountTokens) request() (*authenticationv1.TokenRequest, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), serviceAccountTokenRequestTimeout)
 	defer cancel()
+	ctx = klog.NewContext(ctx, withoutBodies(klog.Background()))
 	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
 		ExpirationSeconds: ptr.To(int64(serviceAccountTokenLifetime / time.Second)),
 	}}
@@ -127,4 +132,39 @@ func (s *serviceAccountTokens) now() time.Time {
 		return time.Now()
 	}
 	return s.clock.Now()
+}
+
+// bodyLogLevel is the verbosity at which client-go's rest client logs request and
+// response bodies (rest.logBody).
+const bodyLogLevel = 8
+
+// withoutBodies returns logger less its levels from bodyLogLevel up: everything else
+// it logs, at the same verbosity, still goes through.
+func withoutBodies(logger klog.Logger) klog.Logger {
+	// WithSink, not logr.New: New would Init the sink, which klog's global one shares
+	// with every other logger of the process.
+	return logger.WithSink(belowBodies{logger.GetSink()})
+}
+
+// belowBodies is a logr.LogSink that is disabled from bodyLogLevel up.
+type belowBodies struct{ logr.LogSink }
+
+func (s belowBodies) Enabled(level int) bool {
+	return level < bodyLogLevel && s.LogSink.Enabled(level)
+}
+
+func (s belowBodies) WithValues(keysAndValues ...any) logr.LogSink {
+	return belowBodies{s.LogSink.WithValues(keysAndValues...)}
+}
+
+func (s belowBodies) WithName(name string) logr.LogSink {
+	return belowBodies{s.LogSink.WithName(name)}
+}
+
+// WithCallDepth keeps the caller's file and line in the log, as the sink it wraps does.
+func (s belowBodies) WithCallDepth(depth int) logr.LogSink {
+	if sink, ok := s.LogSink.(logr.CallDepthLogSink); ok {
+		return belowBodies{sink.WithCallDepth(depth)}
+	}
+	return s
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	"golang.org/x/oauth2"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -220,5 +221,17 @@ func TestControllerClientAuthenticatesAsItsServiceAccountOnly(t *testing.T) {
 	}
 	if len(*requested) != 1 {
 		t.Errorf("token requests = %v, want one, for replicaset-controller", *requested)
+	}
+}
+
+func TestWithoutBodiesDropsTheLevelsAtWhichClientGoLogsBodies(t *testing.T) {
+	var logged []string
+	logger := withoutBodies(funcr.New(func(prefix, args string) { logged = append(logged, args) }, funcr.Options{Verbosity: 10}))
+	logger.V(bodyLogLevel - 1).Info("headers")
+	logger.WithName("rest").WithValues("verb", "POST").V(bodyLogLevel).Info("Response Body", "body", `{"status":{"token":"secret"}}`)
+	logger.V(10).Info("curl")
+	logger.Error(nil, "failed")
+	if len(logged) != 2 || !strings.Contains(logged[0], `"headers"`) || !strings.Contains(logged[1], `"failed"`) {
+		t.Errorf("logged %q; want the V(%d) line and the error, nothing from V(%d) up", logged, bodyLogLevel-1, bodyLogLevel)
 	}
 }

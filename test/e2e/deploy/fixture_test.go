@@ -102,17 +102,23 @@ func installMiniKCM(t *testing.T, f *framework.Framework) *installation {
 }
 
 // startReplicas starts n replicas as the StatefulSet would run them: its container's
-// flags and the ServiceAccount's token. The framework's election timings (a few
-// seconds) stay, since the manifest leaves them at their defaults.
-func (inst *installation) startReplicas(n int) []*framework.Replica {
+// flags (then extra, which override them) and the ServiceAccount's token. The election
+// timings are the product's defaults, as the manifest leaves them.
+func (inst *installation) startReplicas(n int, extra ...string) []*framework.Replica {
+	return inst.startReplicasOf("", n, extra...)
+}
+
+// startReplicasOf is startReplicas with another mini-kcm binary ("" for the suite's).
+func (inst *installation) startReplicasOf(binary string, n int, extra ...string) []*framework.Replica {
 	// In a pod, serving delegates authentication and authorization with the in-cluster
 	// configuration, the ServiceAccount's; here the same token's kubeconfig, so that
 	// the manifests' RBAC must allow the delegation too.
 	args := append(append([]string{}, inst.podArgs...), "--kubeconfig="+inst.kubeconfig,
 		"--authentication-kubeconfig="+inst.kubeconfig, "--authorization-kubeconfig="+inst.kubeconfig)
+	args = append(args, extra...)
 	// The framework issues each replica a client certificate; an empty group list
 	// makes it powerless, and the kubeconfigs above replace it anyway.
-	replicas := inst.f.StartReplicas(n, framework.ReplicaOptions{Args: args, Groups: []string{}})
+	replicas := inst.f.StartReplicas(n, framework.ReplicaOptions{Args: args, Groups: []string{}, Binary: binary})
 	// The manifest's Lease is shared by every test of the suite, unlike the per-test
 	// Lease the framework cleans up: stop this test's replicas, then delete it, so
 	// that the next test does not wait for a dead holder's lease to expire. Cleanups

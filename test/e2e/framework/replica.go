@@ -40,6 +40,8 @@ type ReplicaOptions struct {
 	Groups []string
 	// Env are extra environment variables (NAME=value) of the process.
 	Env []string
+	// Binary is the mini-kcm binary to run; "" means MiniKCMBinary.
+	Binary string
 }
 
 // Replica is one mini-kcm process with its own user, port and log file.
@@ -79,7 +81,10 @@ func (f *Framework) StartReplicas(n int, opts ReplicaOptions) []*Replica {
 // test's Lease, and kills it when the test ends.
 func (f *Framework) StartReplica(opts ReplicaOptions) *Replica {
 	f.t.Helper()
-	binary := MiniKCMBinary(f.t)
+	binary := opts.Binary
+	if binary == "" {
+		binary = MiniKCMBinary(f.t)
+	}
 	name := fmt.Sprintf("mini-kcm-replica-%d", replicaCounter.Add(1))
 	groups := opts.Groups
 	if groups == nil {
