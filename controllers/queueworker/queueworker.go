@@ -74,7 +74,8 @@ type Loop interface {
 }
 
 // ProcessNextWorkItem syncs one key, waiting for one if the queue is empty; false means
-// the queue shut down. Workers call it in a loop; tests call it to sync one key.
+// the queue shut down. Tests call it to sync one key; Run's workers call its unexported
+// form, which also records the sync in flight for the stuck-sync check.
 func (q *Queue[K]) ProcessNextWorkItem(ctx context.Context) bool {
 	return q.processNextWorkItem(ctx, nil)
 }

@@ -102,15 +102,6 @@ func MaxUnavailable(d *appsv1.Deployment) int32 {
 	return min(unavailable, desired)
 }
 
-// MinAvailable returns how many pods must stay available during a rolling update; 0 for
-// Recreate, which takes every old pod down before starting new ones.
-func MinAvailable(d *appsv1.Deployment) int32 {
-	if !IsRollingUpdate(d) {
-		return 0
-	}
-	return DesiredReplicas(d) - MaxUnavailable(d)
-}
-
 // NewRSNewReplicas returns the size the new ReplicaSet should have now. Recreate wants
 // it at full size at once. RollingUpdate grows it by whatever room is left under
 // spec.replicas+maxSurge across all ReplicaSets, never beyond spec.replicas; if there is

@@ -41,28 +41,24 @@ func TestResolveFencepostsRoundsSurgeUpAndUnavailableDown(t *testing.T) {
 	}
 }
 
-func TestMaxUnavailableAndMinAvailableFollowStrategy(t *testing.T) {
+func TestMaxUnavailableAndMaxSurgeFollowStrategy(t *testing.T) {
 	tests := []struct {
-		name             string
-		d                *appsv1.Deployment
-		wantMaxUnavail   int32
-		wantMinAvailable int32
-		wantMaxSurge     int32
+		name           string
+		d              *appsv1.Deployment
+		wantMaxUnavail int32
+		wantMaxSurge   int32
 	}{
-		{"rolling absolute", rolling(10, intstr.FromInt32(1), intstr.FromInt32(2)), 2, 8, 1},
-		{"rolling percent", rolling(10, intstr.FromString("25%"), intstr.FromString("25%")), 2, 8, 3},
-		{"capped at replicas", rolling(5, intstr.FromInt32(0), intstr.FromInt32(10)), 5, 0, 0},
-		{"zero replicas", rolling(0, intstr.FromInt32(1), intstr.FromInt32(1)), 0, 0, 1},
-		{"both zero resolves to one unavailable", rolling(10, intstr.FromInt32(0), intstr.FromInt32(0)), 1, 9, 0},
-		{"recreate has neither", recreate(10), 0, 0, 0},
+		{"rolling absolute", rolling(10, intstr.FromInt32(1), intstr.FromInt32(2)), 2, 1},
+		{"rolling percent", rolling(10, intstr.FromString("25%"), intstr.FromString("25%")), 2, 3},
+		{"capped at replicas", rolling(5, intstr.FromInt32(0), intstr.FromInt32(10)), 5, 0},
+		{"zero replicas", rolling(0, intstr.FromInt32(1), intstr.FromInt32(1)), 0, 1},
+		{"both zero resolves to one unavailable", rolling(10, intstr.FromInt32(0), intstr.FromInt32(0)), 1, 0},
+		{"recreate has neither", recreate(10), 0, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := MaxUnavailable(tc.d); got != tc.wantMaxUnavail {
 				t.Errorf("MaxUnavailable = %d, want %d", got, tc.wantMaxUnavail)
-			}
-			if got := MinAvailable(tc.d); got != tc.wantMinAvailable {
-				t.Errorf("MinAvailable = %d, want %d", got, tc.wantMinAvailable)
 			}
 			if got := MaxSurge(tc.d); got != tc.wantMaxSurge {
 				t.Errorf("MaxSurge = %d, want %d", got, tc.wantMaxSurge)
