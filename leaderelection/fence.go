@@ -3,6 +3,7 @@ package leaderelection
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +39,9 @@ type Fence struct {
 	clock      clock.PassiveClock
 	// refused counts the writes the fence refused, for the lost-lease log line.
 	refused atomic.Int64
+	// allowance is how long after it was sent a write may still be applied: Margin's
+	// part for the write itself (see settle).
+	allowance time.Duration
 
 	mu sync.Mutex
 	// held is set by the first successful write naming us as holder.
@@ -48,6 +52,11 @@ type Fence struct {
 	// released. The fence stays closed until the next term (newTerm).
 	closedAt      time.Time
 	closedBecause string
+	// inFlight are the send times of the writes let through and not answered yet;
+	// unanswered is the latest send time of a write that ended without an answer (a
+	// timeout, a cancel, a broken connection), which the apiserver may still apply.
+	inFlight   map[*http.Request]time.Time
+	unanswered time.Time
 }
 
 // NewFence returns a closed fence for the Lease named lease (namespace/name) of the
@@ -61,7 +70,7 @@ func NewFence(lease string, leaseDuration time.Duration, clk clock.PassiveClock)
 	// Standbys use the duration written into the Lease, in whole seconds, truncated
 	// as client-go writes it.
 	written := leaseDuration.Truncate(time.Second)
-	return &Fence{lease: lease, validFor: written - Margin(written), clock: clk}
+	return &Fence{lease: lease, validFor: written - Margin(written), allowance: writeAllowance(written), clock: clk}
 }
 
 // Margin is how much earlier than a standby the fence gives up the Lease:
@@ -81,7 +90,12 @@ func NewFence(lease string, leaseDuration time.Duration, clk clock.PassiveClock)
 //
 // At 15s leases the fence closes 1.15s before a standby may take over, at 5s 1.05s.
 func Margin(leaseDuration time.Duration) time.Duration {
-	return leaseDuration/100 + min(time.Second, leaseDuration/4)
+	return leaseDuration/100 + writeAllowance(leaseDuration)
+}
+
+// writeAllowance is Margin's part for the write itself.
+func writeAllowance(leaseDuration time.Duration) time.Duration {
+	return min(time.Second, leaseDuration/4)
 }
 
 // Check reports whether this replica may write now. If it may, it returns when the
@@ -135,6 +149,60 @@ func (f *Fence) Close(reason string) {
 	if f.closedBecause == "" {
 		f.closedAt, f.closedBecause = now, reason
 	}
+}
+
+// sending records that req, let through the fence, is being sent; answered that its
+// round trip ended, with an answer or without (then the apiserver may still apply it).
+func (f *Fence) sending(req *http.Request) {
+	now := f.clock.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.inFlight == nil {
+		f.inFlight = map[*http.Request]time.Time{}
+	}
+	f.inFlight[req] = now
+}
+
+func (f *Fence) answered(req *http.Request, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if sent, found := f.inFlight[req]; found && !ok && sent.After(f.unanswered) {
+		f.unanswered = sent
+	}
+	delete(f.inFlight, req)
+}
+
+// settle waits, before the Lease is released, until no write this fence let through
+// may still be applied: each one is answered, or was sent longer ago than the write
+// allowance (a write still at the apiserver then lands within it, as Margin assumes
+// for the expiry path). A released Lease is taken by a standby within milliseconds,
+// so without this a write abandoned by a draining worker (its context canceled
+// mid-flight) could be applied after another replica took over. It waits at most the
+// allowance, and not at all in the usual case: every write answered.
+func (f *Fence) settle(ctx context.Context) time.Duration {
+	f.mu.Lock()
+	latest := f.unanswered
+	for _, sent := range f.inFlight {
+		if sent.After(latest) {
+			latest = sent
+		}
+	}
+	f.mu.Unlock()
+	if latest.IsZero() {
+		return 0
+	}
+	wait := latest.Add(f.allowance).Sub(f.clock.Now())
+	if wait <= 0 {
+		return 0
+	}
+	start := time.Now()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	return time.Since(start)
 }
 
 // Refused returns how many writes the fence refused so far.

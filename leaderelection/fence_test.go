@@ -8,8 +8,10 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -434,4 +436,111 @@ func TestFencedLeaderElection(t *testing.T) {
 		}
 	})
 
+}
+
+// writeEnd is how a write through the fenced transport ends, for the settle tests.
+type writeEnd int
+
+const (
+	// answered: the apiserver answered, so it applied the write or never will.
+	answered writeEnd = iota
+	// failed: the round trip ended without an answer (a reset connection); the
+	// apiserver may still apply the write.
+	failed
+	// inFlight: no answer yet when the release is due.
+	inFlight
+)
+
+// TestSettleWaitsUntilNoWriteWithoutAnswerMayStillBeApplied checks Fence.settle, which
+// Run calls before it releases the Lease: it waits until every write the fence let
+// through was answered or was sent longer ago than the write allowance (1s at the
+// shipped 4s leases), and no longer than that.
+func TestSettleWaitsUntilNoWriteWithoutAnswerMayStillBeApplied(t *testing.T) {
+	type write struct {
+		at  time.Duration
+		end writeEnd
+	}
+	for _, tc := range []struct {
+		name   string
+		writes []write
+		// settleAt is when settle is called; cancelAfter, when set, cancels its
+		// context that long after.
+		settleAt, cancelAfter time.Duration
+		want                  time.Duration
+	}{
+		{name: "no write", settleAt: 300 * time.Millisecond},
+		{name: "every write answered", writes: []write{{0, answered}, {200 * time.Millisecond, answered}},
+			settleAt: 300 * time.Millisecond},
+		{name: "a write that failed without an answer, until its send time + the allowance",
+			writes: []write{{0, failed}}, settleAt: 300 * time.Millisecond, want: 700 * time.Millisecond},
+		{name: "a write still in flight, until its send time + the allowance",
+			writes: []write{{0, inFlight}}, settleAt: 300 * time.Millisecond, want: 700 * time.Millisecond},
+		{name: "the latest write without an answer counts, and a later answered one does not end the wait",
+			writes:   []write{{0, failed}, {200 * time.Millisecond, inFlight}, {400 * time.Millisecond, answered}},
+			settleAt: 500 * time.Millisecond, want: 700 * time.Millisecond},
+		{name: "a failed write sent longer ago than the allowance",
+			writes: []write{{0, failed}}, settleAt: 1200 * time.Millisecond},
+		{name: "a write in flight sent longer ago than the allowance",
+			writes: []write{{0, inFlight}}, settleAt: 1500 * time.Millisecond},
+		{name: "a cancelled context ends the wait",
+			writes: []write{{0, inFlight}}, settleAt: 300 * time.Millisecond, cancelAfter: 200 * time.Millisecond,
+			want: 200 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// In the bubble the real clock, the fence's and settle's timer, is fake.
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				fence := NewFence(testLease, 4*time.Second, nil)
+				if err := renew(t, &fencedLock{Interface: &fakeLock{identity: "me"}, fence: fence}); err != nil {
+					t.Fatal(err)
+				}
+				release := make(chan struct{})
+				var pending sync.WaitGroup
+				defer pending.Wait()
+				defer close(release)
+				for _, w := range tc.writes {
+					time.Sleep(time.Until(start.Add(w.at)))
+					rt := fence.Transport("test-controller")(roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+						switch w.end {
+						case failed:
+							return nil, errors.New("connection reset by peer")
+						case inFlight:
+							select {
+							case <-release:
+							case <-r.Context().Done():
+								return nil, r.Context().Err()
+							}
+						}
+						return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("{}"))}, nil
+					}))
+					req, err := http.NewRequest(http.MethodPut, "https://apiserver:6443/api/v1/namespaces/default/configmaps/c", nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					pending.Go(func() {
+						if resp, err := rt.RoundTrip(req); err == nil {
+							_ = resp.Body.Close()
+						}
+					})
+					synctest.Wait()
+				}
+				time.Sleep(time.Until(start.Add(tc.settleAt)))
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				if tc.cancelAfter > 0 {
+					stop := time.AfterFunc(tc.cancelAfter, cancel)
+					defer stop.Stop()
+				}
+				called := time.Now()
+				waited := fence.settle(ctx)
+				if elapsed := time.Since(called); elapsed != tc.want {
+					t.Errorf("settle returned after %s, want %s", elapsed, tc.want)
+				}
+				// settle reports the wait it planned, which a cancelled context cuts short.
+				if tc.cancelAfter == 0 && waited != tc.want {
+					t.Errorf("settle() = %s, want %s", waited, tc.want)
+				}
+			})
+		})
+	}
 }

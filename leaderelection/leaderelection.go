@@ -108,7 +108,28 @@ type Config struct {
 	// clock times the standby's wait and the term's renewals; nil means the real
 	// clock. Tests replace it.
 	clock clock.Clock
+	// mutation plants one known bug, so that the simulation test (sim_test.go) can
+	// show that its checker catches it. The zero value is the correct behaviour; only
+	// that test sets it.
+	mutation mutation
 }
+
+// mutation names a bug the simulation test plants on purpose (see Config.mutation).
+type mutation int
+
+const (
+	noMutation mutation = iota
+	// mutationNoPause leaves the fence unbounded by the renew deadline: a leader whose
+	// renewals fail keeps writing until lease duration - Margin.
+	mutationNoPause
+	// mutationTakeAtObservation makes a standby take a held Lease as soon as it sees
+	// it, instead of once it expired.
+	mutationTakeAtObservation
+	// mutationWaitOnFailedAcquisition makes a campaign whose acquisition Update failed
+	// wait for it instead of trying again, as the old Run waited on a run function
+	// that never started.
+	mutationWaitOnFailedAcquisition
+)
 
 // NewIdentity returns hostname_uuid.
 func NewIdentity() (string, error) {
@@ -218,7 +239,9 @@ func Run(ctx context.Context, cfg Config, run func(ctx context.Context) error) e
 	if cfg.Fence != nil {
 		// Nothing of an earlier term runs any more: its Run returned after it drained.
 		cfg.Fence.newTerm()
-		cfg.Fence.bound(cfg.RenewDeadline)
+		if cfg.mutation != mutationNoPause {
+			cfg.Fence.bound(cfg.RenewDeadline)
+		}
 		lock = &fencedLock{Interface: lock, fence: cfg.Fence}
 	}
 	clk := cfg.clock
@@ -284,6 +307,11 @@ func Run(ctx context.Context, cfg Config, run func(ctx context.Context) error) e
 	if errors.Is(runErr, ErrControllersStillRunning) {
 		logger.Error(runErr, "Not releasing the lease while controllers may still run; standbys take over once it expires")
 		return runErr
+	}
+	if cfg.Fence != nil {
+		if waited := cfg.Fence.settle(electionCtx); waited > 0 {
+			logger.Info("Waited for unanswered writes before releasing the lease", "waited", waited.Round(time.Millisecond))
+		}
 	}
 	if releaseErr := release(electionCtx, lock, cfg.Identity, cfg.RenewDeadline); releaseErr != nil {
 		logger.Error(releaseErr, "Failed to release the lease; standbys take over once it expires")

@@ -82,6 +82,8 @@ type standby struct {
 	lastRead time.Time
 	// changed is signalled when the watch delivered a new record.
 	changed chan struct{}
+	// mutation is Config.mutation, for the simulation test.
+	mutation mutation
 }
 
 func newStandby(cfg Config, lock resourcelock.Interface, clk clock.Clock) *standby {
@@ -97,6 +99,7 @@ func newStandby(cfg Config, lock resourcelock.Interface, clk clock.Clock) *stand
 		name:          cfg.Name,
 		observe:       cfg.Observe,
 		changed:       make(chan struct{}, 1),
+		mutation:      cfg.mutation,
 	}
 }
 
@@ -155,7 +158,7 @@ func (s *standby) next() (wait time.Duration, read bool) {
 		return 0, false
 	}
 	remaining := time.Duration(s.record.LeaseDurationSeconds)*time.Second - s.unchanged
-	if remaining <= 0 {
+	if remaining <= 0 || s.mutation == mutationTakeAtObservation {
 		return 0, false
 	}
 	untilRead := s.lastRead.Add(s.retryPeriod).Sub(now)
@@ -266,7 +269,9 @@ func (s *standby) try(ctx context.Context) (written resourcelock.LeaderElectionR
 	case "":
 		mine.LeaderTransitions = record.LeaderTransitions + 1
 	default:
-		if wait, _ := s.next(); wait > 0 {
+		// Not free yet, or a read is due first: a read slower than a retry period
+		// leaves the count where it was, and "read now" is not "free now".
+		if wait, read := s.next(); wait > 0 || read {
 			return written, sent, false, 0
 		}
 		previousHolder, unchangedFor = record.HolderIdentity, s.unchangedFor()
@@ -279,6 +284,9 @@ func (s *standby) try(ctx context.Context) (written resourcelock.LeaderElectionR
 			return written, sent, false, 0
 		}
 		logger.Error(err, "Failed to update lease", "lock", s.lock.Describe())
+		if s.mutation == mutationWaitOnFailedAcquisition {
+			<-ctx.Done()
+		}
 		return written, sent, false, s.retryPeriod
 	}
 	if previousHolder != "" {

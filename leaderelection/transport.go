@@ -60,7 +60,11 @@ func (t *fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// The fence's clock, not the wall clock, says how long is left; a context with a
 	// timeout then runs on the process's monotonic clock.
 	ctx, cancel := context.WithTimeout(req.Context(), until.Sub(t.fence.clock.Now()))
+	// The fence tracks the write until its answer, so that a release waits for an
+	// abandoned one (see Fence.settle).
+	t.fence.sending(req)
 	resp, err := t.next.RoundTrip(req.WithContext(ctx))
+	t.fence.answered(req, err == nil)
 	if err != nil {
 		cancel()
 		return nil, err

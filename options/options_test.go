@@ -417,6 +417,19 @@ func TestDefaultElectionTimingsAreSafe(t *testing.T) {
 	}
 }
 
+// TestDefaultElectionTimingsAreWhatTheSimulatorRuns pins the shipped timings: the
+// election simulator (leaderelection/sim_test.go, simTimings) runs at a copy of them,
+// since leaderelection cannot import options, and derives its schedules and bounds
+// from them. Changing a default fails here, so that the copy is changed with it.
+func TestDefaultElectionTimingsAreWhatTheSimulatorRuns(t *testing.T) {
+	le := NewLeaderElectionOptions()
+	got := [3]time.Duration{le.LeaseDuration, le.RenewDeadline, le.RetryPeriod}
+	if want := [3]time.Duration{4 * time.Second, 2 * time.Second, 500 * time.Millisecond}; got != want {
+		t.Errorf("default lease duration, renew deadline and retry period are %v, want %v: change simTimings in "+
+			"leaderelection/sim_test.go to the new defaults, derive its constants again, and then this test", got, want)
+	}
+}
+
 // withWorkers returns a controller's default options with n workers.
 func withWorkers(newOptions func() controllers.Options, n int32) controllers.Options {
 	o := newOptions().(*controllers.WorkersOptions)
