@@ -332,3 +332,43 @@ func TestStandbyWhoseWatchIsForbiddenReadsEveryRetryPeriod(t *testing.T) {
 	}
 	t.Fatal("b did not take the lease within a lease duration plus two retry periods of the renewal")
 }
+
+// TestStandbyWhoseAttemptReadsSlowlyDoesNotTakeALiveLease: the attempt reads the Lease
+// before it writes; when that read takes longer than a retry period, the count does not
+// move, and "read again now" is not "free now". The election simulator found a standby
+// taking a Lease renewed a moment before this way, at the shipped timings (a 1s read
+// against a 0.5s retry period).
+func TestStandbyWhoseAttemptReadsSlowlyDoesNotTakeALiveLease(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	ctx := klog.NewContext(context.Background(), logger)
+	client := fake.NewClientset(heldLease("a", 10, time.Now()))
+	clk := clocktesting.NewFakeClock(time.Now())
+	var slow atomic.Bool
+	client.PrependReactor("get", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if slow.Load() {
+			// Answered 4s after it was sent: four retry periods, longer than a gap
+			// that counts as contact.
+			clk.Step(4 * time.Second)
+		}
+		return false, nil, nil
+	})
+	updates := &leaseUpdates{}
+	client.PrependReactor("update", "leases", updates.record)
+	cfg := testConfig(client, "b")
+	cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod = 10*time.Second, 5*time.Second, time.Second
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: leaseNamespace, Name: leaseName},
+		Client:     client.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: "b"},
+	}
+	s := newStandby(cfg, lock, clk)
+	// The standby has just read a's record, renewed a moment ago.
+	s.read(ctx)
+	slow.Store(true)
+	if _, _, ok, _ := s.try(ctx); ok {
+		t.Fatal("the attempt took a's Lease, renewed moments before, after one slow read")
+	}
+	if n := updates.count(); n != 0 {
+		t.Errorf("the attempt wrote the Lease %d times; want no write", n)
+	}
+}
