@@ -279,7 +279,6 @@ type simReplica struct {
 	leaseStall *simStall
 	ctrlStall  *simStall
 	cfg        Config
-	controller http.RoundTripper
 	workers    []*simLink
 	cancel     context.CancelFunc
 	done       chan struct{}
