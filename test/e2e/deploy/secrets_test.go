@@ -45,7 +45,9 @@ func TestNoTokenReachesTheLogsOfATakeoverAtV10(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := app.Delete(ctx, f.Client); err != nil {
+		// Not Delete: the suite's later test applies the app again, and a deleted
+		// namespace stays Terminating here (no namespace controller runs).
+		if err := app.DeleteObjects(ctx, f.Client); err != nil {
 			t.Logf("deleting the sample app: %v", err)
 		}
 	})

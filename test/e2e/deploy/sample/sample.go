@@ -200,8 +200,20 @@ func (a *App) WaitRolledOut(ctx context.Context, client kubernetes.Interface, wa
 
 // Delete deletes the app and everything its controllers made. No namespace controller
 // or garbage collector runs on the local control plane, so the namespace's contents
-// are deleted kind by kind before the namespace itself.
+// are deleted kind by kind before the namespace itself, which then stays Terminating
+// for the rest of the suite: only the suite's last user of the app may call Delete;
+// the others call DeleteObjects.
 func (a *App) Delete(ctx context.Context, client kubernetes.Interface) error {
+	errs := []error{a.DeleteObjects(ctx, client)}
+	if err := client.CoreV1().Namespaces().Delete(ctx, a.Namespace(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// DeleteObjects deletes the app and everything its controllers made, and keeps the
+// namespace, so that a later test of the suite can apply the app again.
+func (a *App) DeleteObjects(ctx context.Context, client kubernetes.Interface) error {
 	ns := a.Namespace()
 	del, all := metav1.DeleteOptions{}, metav1.ListOptions{}
 	var errs []error
@@ -211,8 +223,8 @@ func (a *App) Delete(ctx context.Context, client kubernetes.Interface) error {
 		client.CoreV1().Pods(ns).DeleteCollection(ctx, del, all),
 		client.CoreV1().Services(ns).Delete(ctx, a.Service.Name, del),
 		client.CoreV1().Endpoints(ns).DeleteCollection(ctx, del, all),
+		client.DiscoveryV1().EndpointSlices(ns).DeleteCollection(ctx, del, all),
 		client.CoreV1().Events(ns).DeleteCollection(ctx, del, all),
-		client.CoreV1().Namespaces().Delete(ctx, ns, del),
 	} {
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, err)
