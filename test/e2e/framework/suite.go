@@ -124,17 +124,7 @@ func MiniKCMBinary(tb testing.TB) string {
 	tb.Helper()
 	suite.buildOnce.Do(func() {
 		if path := os.Getenv("MINI_KCM_BINARY"); path != "" {
-			// A relative path is relative to the module root, where make runs, not to
-			// the package directory go test runs in.
-			if !filepath.IsAbs(path) {
-				root, err := moduleRoot()
-				if err != nil {
-					suite.buildErr = err
-					return
-				}
-				path = filepath.Join(root, path)
-			}
-			suite.binary = path
+			suite.binary, suite.buildErr = fromModuleRoot(path)
 			return
 		}
 		suite.binary, suite.buildErr = buildMiniKCM(tb, os.Getenv("MINI_KCM_E2E_RACE") == "1")
@@ -153,15 +143,7 @@ func MiniKCMBinaryWithoutRace(tb testing.TB) string {
 	tb.Helper()
 	suite.plainOnce.Do(func() {
 		if path := os.Getenv("MINI_KCM_STATIC_BINARY"); path != "" {
-			if !filepath.IsAbs(path) {
-				root, err := moduleRoot()
-				if err != nil {
-					suite.plainErr = err
-					return
-				}
-				path = filepath.Join(root, path)
-			}
-			suite.plainBinary = path
+			suite.plainBinary, suite.plainErr = fromModuleRoot(path)
 			return
 		}
 		suite.plainBinary, suite.plainErr = buildMiniKCM(tb, false)
@@ -170,6 +152,20 @@ func MiniKCMBinaryWithoutRace(tb testing.TB) string {
 		tb.Fatalf("mini-kcm binary without the race detector: %v", suite.plainErr)
 	}
 	return suite.plainBinary
+}
+
+// fromModuleRoot resolves a binary's path given in the environment: a relative path
+// is relative to the module root, where make runs, not to the package directory go
+// test runs in.
+func fromModuleRoot(path string) (string, error) {
+	if filepath.IsAbs(path) {
+		return path, nil
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, path), nil
 }
 
 func buildMiniKCM(tb testing.TB, race bool) (string, error) {
