@@ -115,7 +115,7 @@ test-fuzz: ## Each fuzz target for FUZZTIME (default 30000 executions).
 test-e2e: check-version control-plane build ## E2E suites against a real local control plane.
 	$(RACE_NOTE)
 	$(GO) build $(RACE_FLAG) -ldflags "$(VERSION_LDFLAGS)" -o bin/mini-kcm-race ./cmd/mini-kcm
-	@# The three runs below each run whatever the one before it did; the target fails
+	@# The four runs below each run whatever the one before it did; the target fails
 	@# after them, naming the ones that failed.
 	@# 1. Every suite but the node's and the demo's (go test itself runs every package
 	@#    even when one fails).
@@ -125,11 +125,15 @@ test-e2e: check-version control-plane build ## E2E suites against a real local c
 	@#    and the packages in test/controlplane's NodeInstallCommand;
 	@#    MINI_KCM_REQUIRE_NODE=1 makes their absence a failure).
 	@# 3. The failover demo, verbosely so that CI's log shows both takeovers.
+	@# 4. A short subset of the -tags long tests, so that their code runs and not only
+	@#    compiles: five SIGKILL takeovers at the defaults (about 40s).
 	@failed=(); \
 	MINI_KCM_BINARY=$(CURDIR)/bin/mini-kcm-race MINI_KCM_STATIC_BINARY=$(CURDIR)/bin/mini-kcm $(GO) test -p 1 -count=1 -timeout 30m \
 		$$($(GO) list ./test/... | grep -v -e /test/cmd/demo-failover -e /test/e2e/node) || failed+=("the e2e suites"); \
 	MINI_KCM_NODE_BINARY=$(CURDIR)/bin/mini-kcm $(GO) test -count=1 -v -timeout 20m ./test/e2e/node/ || failed+=("the node suite"); \
 	MINI_KCM_BINARY=$(CURDIR)/bin/mini-kcm-race $(GO) test -count=1 -v -timeout 5m ./test/cmd/demo-failover/ || failed+=("the failover demo"); \
+	MINI_KCM_BINARY=$(CURDIR)/bin/mini-kcm-race $(GO) test -tags long -count=1 -v -timeout 5m \
+		-run '^TestLongSIGKILLToNewHolderAtDefaultTimings$$' ./test/e2e/ha/ || failed+=("the -tags long subset"); \
 	if (( $${#failed[@]} )); then printf 'FAILED in make test-e2e: %s\n' "$${failed[@]}" >&2; exit 1; fi
 
 .PHONY: test-long
