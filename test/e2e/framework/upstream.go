@@ -3,6 +3,7 @@ package framework
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/mini-kcm/mini-kcm/test/controlplane"
@@ -53,6 +54,48 @@ func StartKubeControllerManager(t testing.TB, cp *controlplane.ControlPlane, use
 		p.Kill()
 		if t.Failed() {
 			t.Logf("---- last 80 lines of %s ----\n%s", logPath, controlplane.Tail(logPath, 80))
+		}
+	})
+	return p
+}
+
+// StartElectedKubeControllerManager runs the real kube-controller-manager as user with
+// the given kubeconfig (which may point at a proxy in front of the apiserver), with
+// leader election on the Lease leaseNamespace/leaseName and only the controllers named.
+// extraArgs (e.g. election timings) come last; none means upstream's own defaults. Its
+// log is logs/<user>.log, appended to across restarts. It is killed when the test
+// ends (continued first, in case the test stopped it), and its log's tail is printed
+// if the test failed.
+func StartElectedKubeControllerManager(t testing.TB, cp *controlplane.ControlPlane, user, kubeconfig, controllers,
+	leaseNamespace, leaseName string, extraArgs ...string) *controlplane.Process {
+	t.Helper()
+	path, err := controlplane.Binary(controlplane.KubeControllerManager)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(cp.Dir(), "logs", user+".log")
+	p, err := controlplane.StartProcess(controlplane.ProcessSpec{
+		Name: user,
+		Path: path,
+		Args: append([]string{
+			"--kubeconfig=" + kubeconfig,
+			"--controllers=" + controllers,
+			"--leader-elect=true",
+			"--leader-elect-resource-namespace=" + leaseNamespace,
+			"--leader-elect-resource-name=" + leaseName,
+			"--secure-port=0",
+			"--v=2",
+		}, extraArgs...),
+		LogPath: logPath,
+	})
+	if err != nil {
+		t.Fatalf("starting kube-controller-manager %s: %v", user, err)
+	}
+	t.Cleanup(func() {
+		_ = p.Signal(syscall.SIGCONT)
+		p.Kill()
+		if t.Failed() {
+			t.Logf("---- last 40 lines of %s ----\n%s", logPath, controlplane.Tail(logPath, 40))
 		}
 	})
 	return p

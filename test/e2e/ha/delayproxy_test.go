@@ -10,7 +10,7 @@ import (
 
 // DelayProxy is a loopback TCP proxy that delivers what the apiserver sends a
 // replica a settable delay late, and what the replica sends at once. Put in front of a
-// replica's informer connection only (clients.InformerAddressEnv (app/clients)), it makes the replica's
+// replica's informer connection only (caches.InformerAddressEnv), it makes the replica's
 // watches lag behind the apiserver by the delay, as a loaded apiserver, a watch cache
 // behind etcd or a slow link does, while its Lease traffic flows normally. Bytes pass
 // untouched and in order, so TLS and HTTP/2 work through it.
