@@ -145,17 +145,18 @@ test-e2e: check-version control-plane build ## E2E suites against a real local c
 	if (( $${#failed[@]} )); then printf 'FAILED in make test-e2e: %s\n' "$${failed[@]}" >&2; exit 1; fi
 
 .PHONY: test-long
-test-long: check-version control-plane ## Long soaks: 2000-pod failover, upstream timings, a Service over 5000 pods, sharded balance at the defaults, the brownout and freeze side by side with kube-controller-manager (5 runs each); then 20 000 election and 100 000 sharding simulator schedules (hours on 2 cores).
+test-long: check-version control-plane ## Long soaks: 2000-pod failover, upstream timings, a Service over 5000 pods, sharded balance at the defaults, the brownout, freeze, leader partition and SIGKILL side by side with kube-controller-manager (5 runs each); then 20 000 election and 100 000 sharding simulator schedules (hours on 2 cores).
 	$(GO) build $(RACE_FLAG) -ldflags "$(VERSION_LDFLAGS)" -o bin/mini-kcm-race ./cmd/mini-kcm
 	MINI_KCM_BINARY=$(CURDIR)/bin/mini-kcm-race $(GO) test -tags long -run Long -p 1 -count=1 -timeout 60m -v ./test/e2e/ha/ ./test/e2e/sharding/
 	@# The leadership side by side (issue 30): the brownout (3s stalls and a 30s one of
-	@# the apiserver every replica shares) and the frozen leader, five runs each, with
-	@# mini-kcm and then kube-controller-manager (MINI_KCM_E2E_UPSTREAM=1), each at its
-	@# own defaults. Upstream's leader changes and exits are figures, not failures.
+	@# the apiserver every replica shares), the frozen leader, the leader cut off alone
+	@# (its own connection) and the SIGKILLed leader, five runs each, with mini-kcm and
+	@# then kube-controller-manager (MINI_KCM_E2E_UPSTREAM=1), each at its own defaults.
+	@# Upstream's takeover times, leader changes and exits are figures, not failures.
 	for upstream in 0 1; do \
-		MINI_KCM_E2E_UPSTREAM=$$upstream MINI_KCM_BINARY=$(CURDIR)/bin/mini-kcm-race $(GO) test -count=5 -timeout 60m -v \
-			-run '^(TestABrownoutOfTheAPIServerChangesNoLeaderAndExitsNoReplica|TestFrozenLeaderWritesNothingAfterAStandbyTookOver)$$' \
-			./test/e2e/ha/ | grep -E -e '^(--- |ok|FAIL)' -e 'HA-NUMBERS (brownout|freeze)'; \
+		MINI_KCM_E2E_UPSTREAM=$$upstream MINI_KCM_BINARY=$(CURDIR)/bin/mini-kcm-race $(GO) test -count=5 -timeout 90m -v \
+			-run '^(TestABrownoutOfTheAPIServerChangesNoLeaderAndExitsNoReplica|TestFrozenLeaderWritesNothingAfterAStandbyTookOver|TestPartitionedLeaderStopsBeforeItsLeaseExpiresAndNoTwoReplicasWrite|TestSIGKILLedLeadersLeaseIsTakenAtItsExpiry)$$' \
+			./test/e2e/ha/ | grep -E -e '^(--- |ok|FAIL)' -e 'HA-NUMBERS (brownout|freeze|partition|sigkill)'; \
 	done
 	@# 20 000 schedules of the election simulator (leaderelection/sim_test.go; 150 run in
 	@# make test), then 100 000 of the sharding simulator (about 0.1 s each per CPU,

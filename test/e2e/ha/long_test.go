@@ -60,7 +60,7 @@ func TestLongServiceSelecting5000PodsIsTruncatedLikeUpstream(t *testing.T) {
 	census := watchPods(t, f.Client, ns)
 	census.limit("ReplicaSet", "many", pods)
 	// The harness raises the replica's QPS so that 5000 pods take a minute, not four.
-	leader := startMember(t, f, "ha-5000-"+ns[len(ns)-5:], memberOptions{timings: upstreamTimings,
+	leader := startMember(t, f, "ha-5000-"+ns[len(ns)-5:], memberOptions{timings: defaultTimings,
 		args: []string{"--kube-api-qps=200", "--kube-api-burst=400"}})
 	leaderOf(t, f, []*member{leader}, time.Minute)
 	if _, err := f.Client.CoreV1().Services(ns).Create(ctx, newService("many", map[string]string{"app": "many"}), metav1.CreateOptions{}); err != nil {
