@@ -224,14 +224,15 @@ func TestLeaderListsTheShardsAndTheirHolders(t *testing.T) {
 		return l
 	}
 	plan := lease(sharding.PlanLeaseName(base), sharding.RolePlan, "", "")
-	plan.Annotations = map[string]string{sharding.AnnotationPlan: sharding.Epoch{Number: 2, Plan: sharding.Equal(3)}.String()}
+	active, before := sharding.Epoch{Number: 2, Plan: sharding.Equal(3)}, sharding.Epoch{Number: 1, Plan: sharding.Equal(3)}
+	plan.Annotations = map[string]string{sharding.AnnotationPlan: active.String()}
 	client := fake.NewClientset(
 		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: base},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("a_1")}},
 		plan,
-		lease(sharding.ShardLeaseName(base, 0), sharding.RoleShard, "2", "a_1"),
-		lease(sharding.ShardLeaseName(base, 1), sharding.RoleShard, "2", "b_2"),
-		lease(sharding.ShardLeaseName(base, 2), sharding.RoleShard, "1", ""),
+		lease(sharding.ShardLeaseName(base, 0), sharding.RoleShard, active.Label(0), "a_1"),
+		lease(sharding.ShardLeaseName(base, 1), sharding.RoleShard, active.Label(1), "b_2"),
+		lease(sharding.ShardLeaseName(base, 2), sharding.RoleShard, before.Label(2), ""),
 		lease(sharding.MemberLeaseName(base, "a_1"), sharding.RoleMember, "", "a_1"),
 		lease(sharding.MemberLeaseName(base, "b_2"), sharding.RoleMember, "", "b_2"),
 	)

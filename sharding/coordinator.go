@@ -3,7 +3,6 @@ package sharding
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -127,7 +126,12 @@ func (c *coordinator) step(ctx context.Context) error {
 	}
 	c.forgetDeparted(ctx)
 	if next == nil && active != nil {
-		c.recreateMissing(ctx, *active)
+		// Repair the active epoch's Leases: create the missing ones (deleted by hand),
+		// and relabel, once released or expired, one that carries another label (the
+		// plan was edited by hand, or a stale coordinator re-created it), which no
+		// replica would ever campaign for. Replicas campaign only while every Lease
+		// carries the active labels.
+		c.handOver(ctx, *active)
 	}
 	switch {
 	case next != nil:
@@ -224,27 +228,12 @@ func (c *coordinator) nextEpochNumber(active, next *Epoch) int64 {
 	r := c.replica
 	if all, err := r.leases.List(labelsOf(r.Base, RoleShard)); err == nil {
 		for _, l := range all {
-			if n, err := strconv.ParseInt(l.Labels[LabelEpoch], 10, 64); err == nil {
+			if n, ok := EpochOfLabel(l.Labels[LabelEpoch]); ok {
 				highest = max(highest, n)
 			}
 		}
 	}
 	return highest + 1
-}
-
-// recreateMissing creates the shard Leases of the active epoch that are missing
-// (deleted by hand), so that their namespaces are served again without waiting for a
-// recut.
-func (c *coordinator) recreateMissing(ctx context.Context, active Epoch) {
-	r := c.replica
-	for shard := range active.Plan.Shards() {
-		if _, err := r.leases.Get(ShardLeaseName(r.Base, shard)); !apierrors.IsNotFound(err) {
-			continue
-		}
-		if err := c.createShardLease(ctx, shard, active); err == nil {
-			klog.FromContext(ctx).Info("Recreated a deleted shard Lease; it is free once it expires", "shard", shard, "epoch", active.Number)
-		}
-	}
 }
 
 // createShardLease creates shard's Lease with epoch's label, held by the coordinator
@@ -253,8 +242,30 @@ func (c *coordinator) recreateMissing(ctx context.Context, active Epoch) {
 // it unchanged for its duration, while that holder, reading another holder or no
 // Lease, stops renewing at once. (The simulator found a released one taken while the
 // deleted Lease's holder still worked on the same namespaces.)
+//
+// It reads the plan from the apiserver first and creates the Lease only with the label
+// that plan gives it (its next epoch's, or else its active one's): the Lease cache may
+// be behind, and a coordinator that saw an older plan would otherwise re-create the
+// Lease with the label of a range that a newer epoch moved, which a replica that saw
+// the older plan too could then take. Only Create is not conditional; this read
+// makes it as good as conditional while the coordinator's own fence is open, since no
+// successor can change the plan before that fence closes.
 func (c *coordinator) createShardLease(ctx context.Context, shard int, epoch Epoch) error {
 	r := c.replica
+	plan, err := r.CoordinatorClient.CoordinationV1().Leases(r.Namespace).Get(ctx, PlanLeaseName(r.Base), metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("reading the plan before creating shard %d's Lease: %w", shard, err)
+	}
+	active, next, err := PlanOf(plan)
+	if err != nil {
+		return err
+	}
+	if next != nil {
+		active = next
+	}
+	if active == nil || active.Label(shard) != epoch.Label(shard) {
+		return fmt.Errorf("not creating shard %d's Lease with label %s: the plan has moved on since the Lease cache showed it", shard, epoch.Label(shard))
+	}
 	now := metav1.NowMicro()
 	lease := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: ShardLeaseName(r.Base, shard), Namespace: r.Namespace, Labels: withEpoch(Labels(r.Base, RoleShard), epoch, shard)},
@@ -265,7 +276,10 @@ func (c *coordinator) createShardLease(ctx context.Context, shard int, epoch Epo
 			RenewTime:            &now,
 		},
 	}
-	_, err := r.CoordinatorClient.CoordinationV1().Leases(r.Namespace).Create(ctx, lease, metav1.CreateOptions{})
+	if r.mutation == mutationCreateReleased {
+		lease.Spec.HolderIdentity = nil
+	}
+	_, err = r.CoordinatorClient.CoordinationV1().Leases(r.Namespace).Create(ctx, lease, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		klog.FromContext(ctx).Error(err, "Creating a shard Lease", "shard", shard)
 	}
@@ -308,11 +322,13 @@ func (c *coordinator) handOver(ctx context.Context, next Epoch) bool {
 		logger.Error(err, "Listing the shard Leases")
 		return false
 	}
-	actions, done := decideHandOver(r.Base, all, r.seen.snapshot(), next, r.now())
+	actions, done := decideHandOver(r.Base, all, r.seen.snapshot(), next, r.now(), r.mutation)
 	for _, a := range actions {
 		switch a.kind {
 		case createShardLease:
-			_ = c.createShardLease(ctx, a.shard, next)
+			if c.createShardLease(ctx, a.shard, next) == nil {
+				logger.Info("Created a missing shard Lease; it is free once it expires", "shard", a.shard, "epoch", next.Label(a.shard))
+			}
 		case relabelShardLease:
 			updated := a.lease.DeepCopy()
 			updated.Labels = withEpoch(updated.Labels, next, a.shard)
@@ -350,7 +366,7 @@ type coordinatorAction struct {
 // relabelled too, so that nobody works on them. A shard whose range stays already
 // carries its label and is left alone, held. done reports that every Lease carries
 // next's label and none is still held by the coordinator after it created it.
-func decideHandOver(base string, shardLeases []*coordinationv1.Lease, seen map[string]observation, next Epoch, now time.Time) (actions []coordinatorAction, done bool) {
+func decideHandOver(base string, shardLeases []*coordinationv1.Lease, seen map[string]observation, next Epoch, now time.Time, m mutation) (actions []coordinatorAction, done bool) {
 	byShard := map[int]*coordinationv1.Lease{}
 	for _, l := range shardLeases {
 		if shard, ok := ShardOf(base, l.Name); ok {
@@ -370,12 +386,12 @@ func decideHandOver(base string, shardLeases []*coordinationv1.Lease, seen map[s
 		case !ok && shard < next.Plan.Shards():
 			actions = append(actions, coordinatorAction{kind: createShardLease, shard: shard})
 			done = false
-		case ok && l.Labels[LabelEpoch] == next.Label(shard) && holder(l) == recreatedHolder && !expiredAt(l, seen, now):
+		case ok && l.Labels[LabelEpoch] == next.Label(shard) && holder(l) == recreatedHolder && !expiredAt(l, seen, now) && m != mutationNoWaitForRecreatedHold:
 			// Created for a missing Lease: the deleted one's holder may still work on
 			// the old range, which overlaps the new ranges of its neighbours.
 			done = false
 		case !ok || l.Labels[LabelEpoch] == next.Label(shard):
-		case !expiredAt(l, seen, now):
+		case !expiredAt(l, seen, now) && m != mutationRelabelHeld:
 			done = false // its holder is still draining
 		default:
 			actions = append(actions, coordinatorAction{kind: relabelShardLease, shard: shard, lease: l})

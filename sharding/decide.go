@@ -26,6 +26,8 @@ type replicaView struct {
 	seen   map[string]observation
 	// elections are this replica's running shard elections, by shard.
 	elections map[int]electionView
+	// mutation is Config.mutation, for the simulation test.
+	mutation mutation
 }
 
 // electionView is one of the replica's shard elections.
@@ -117,6 +119,9 @@ func decideReplica(v replicaView, now time.Time) ([]action, error) {
 	// are all new): they are handed over to it. A shard whose range stays keeps its
 	// Lease's label, its holder and its workers.
 	if next != nil {
+		if v.mutation == mutationPendingStopsNothing {
+			return actions, planErr
+		}
 		for _, shard := range shards {
 			if v.elections[shard].label != next.Label(shard) || shard >= next.Plan.Shards() {
 				stop(shard, fmt.Sprintf("the plan moves to epoch %d, which moves the shard's range", next.Number))
@@ -154,6 +159,18 @@ func decideReplica(v replicaView, now time.Time) ([]action, error) {
 		// One at a time: the next pass sees whether the others still need to go.
 		stop(leading[len(leading)-1], fmt.Sprintf("holding %d shards, above the fair share of %d for %d live replicas", len(leading), share, live))
 		return actions, planErr
+	}
+	// Campaign only under a settled plan, one whose shard Leases all carry its labels:
+	// the coordinator activates a plan only then, but a plan edited by hand, or a shard
+	// Lease re-created with an old label, is active before its Leases are relabelled,
+	// and a shard taken under the new cuts could overlap the old range of a neighbour
+	// whose holder has not stopped yet. The coordinator relabels those Leases once
+	// released or expired, as in a handover.
+	for shard := range count {
+		l := byName[ShardLeaseName(v.base, shard)]
+		if (l == nil || l.Labels[LabelEpoch] != active.Label(shard)) && v.mutation != mutationCampaignUnsettled {
+			return actions, planErr
+		}
 	}
 	wanted := share - len(leading)
 	for _, shard := range campaigning {

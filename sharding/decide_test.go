@@ -52,41 +52,58 @@ func TestReplicaDecisions(t *testing.T) {
 	}, {
 		name:      "a next plan without an active one stops every election",
 		leases:    []*coordinationv1.Lease{planLease(nil, &e3), member("me")},
-		elections: map[int]electionView{0: {label: "2", leading: true}, 2: {label: "2"}},
+		elections: map[int]electionView{0: {label: e2.Label(0), leading: true}, 2: {label: e2.Label(2)}},
 		want:      []string{"stop 0", "stop 2"},
 	}, {
 		name:      "a next plan stops the elections of the active one",
 		leases:    []*coordinationv1.Lease{planLease(&e2, &e3), member("me")},
-		elections: map[int]electionView{1: {label: "2", leading: true}},
+		elections: map[int]electionView{1: {label: e2.Label(1), leading: true}},
 		want:      []string{"stop 1"},
 	}, {
 		name:      "a next plan that moves only the cut between shards 1 and 2 stops only their elections",
 		leases:    []*coordinationv1.Lease{planLease(&e2, &e3kept), member("me")},
-		elections: map[int]electionView{0: {label: "2", leading: true}, 1: {label: "2", leading: true}, 2: {label: "2"}},
+		elections: map[int]electionView{0: {label: e2.Label(0), leading: true}, 1: {label: e2.Label(1), leading: true}, 2: {label: e2.Label(2)}},
 		want:      []string{"stop 1", "stop 2"},
 	}, {
 		name:      "once the next plan is active, the kept shard's election goes on under its old label",
 		leases:    []*coordinationv1.Lease{planLease(&e3kept, nil), member("me"), shard(0, e3kept, "me"), shard(1, e3kept, ""), shard(2, e3kept, "")},
-		elections: map[int]electionView{0: {label: "2", leading: true}},
+		elections: map[int]electionView{0: {label: e2.Label(0), leading: true}},
 		want:      []string{"campaign 1", "campaign 2"},
 	}, {
 		name:   "alone, a replica campaigns for every free shard of the active epoch",
 		leases: []*coordinationv1.Lease{planLease(&e2, nil), member("me"), shard(0, e2, ""), shard(1, e2, ""), shard(2, e2, "")},
 		want:   []string{"campaign 0", "campaign 1", "campaign 2"},
 	}, {
-		name:   "a shard Lease of another epoch is not campaigned for",
-		leases: []*coordinationv1.Lease{planLease(&e2, nil), member("me"), shard(0, e2, ""), shard(1, e3, ""), shard(2, e2, "")},
-		want:   []string{"campaign 0", "campaign 2"},
+		name:   "while a shard Lease carries another epoch's label (a plan edited by hand) nothing is campaigned for",
+		leases: []*coordinationv1.Lease{planLease(&e2, nil), member("me"), shard(0, e2, ""), shard(1, e3kept, ""), shard(2, e2, "")},
+		want:   nil,
+	}, {
+		name:   "while a shard Lease is missing nothing is campaigned for",
+		leases: []*coordinationv1.Lease{planLease(&e2, nil), member("me"), shard(0, e2, ""), shard(2, e2, "")},
+		want:   nil,
+	}, {
+		// Delete the plan and the shard Leases that carry the highest epoch, and the
+		// coordinator numbers the next epoch as one it had used before, with other cuts.
+		name:      "a next plan that reuses an epoch number with other cuts stops the elections of the old cuts",
+		leases:    []*coordinationv1.Lease{planLease(nil, &Epoch{Number: 2, Plan: Plan{Cuts: []uint64{1 << 62, 1 << 63}}}), member("me")},
+		elections: map[int]electionView{0: {label: e2.Label(0), leading: true}, 1: {label: e2.Label(1)}, 2: {label: e2.Label(2)}},
+		want:      []string{"stop 0", "stop 1", "stop 2"},
+	}, {
+		name: "an active plan edited by hand to other cuts under the same number stops the elections of the old cuts",
+		leases: []*coordinationv1.Lease{planLease(&Epoch{Number: 2, Plan: Plan{Cuts: []uint64{1 << 62, 1 << 63}}}, nil), member("me"),
+			shard(0, e2, "me"), shard(1, e2, ""), shard(2, e2, "")},
+		elections: map[int]electionView{0: {label: e2.Label(0), leading: true}, 1: {label: e2.Label(1)}},
+		want:      []string{"stop 0", "stop 1"},
 	}, {
 		name:      "an election of an older epoch stops",
 		leases:    []*coordinationv1.Lease{planLease(&e3, nil), member("me"), shard(0, e3, "me")},
-		elections: map[int]electionView{0: {label: "2", leading: true}},
+		elections: map[int]electionView{0: {label: e2.Label(0), leading: true}},
 		want:      []string{"stop 0"},
 	}, {
 		name:      "above the fair share the highest held shard is handed over, one at a time",
 		leases:    append([]*coordinationv1.Lease{planLease(&e2, nil), shard(0, e2, "me"), shard(1, e2, "me"), shard(2, e2, "c")}, three...),
 		seen:      seenAt(time.Second, three...),
-		elections: map[int]electionView{0: {label: "2", leading: true}, 1: {label: "2", leading: true}},
+		elections: map[int]electionView{0: {label: e2.Label(0), leading: true}, 1: {label: e2.Label(1), leading: true}},
 		want:      []string{"stop 1"},
 	}, {
 		name:   "a shard another replica renewed recently is left to it",
@@ -108,7 +125,7 @@ func TestReplicaDecisions(t *testing.T) {
 		name:      "a campaign for a shard another replica holds stops",
 		leases:    append([]*coordinationv1.Lease{planLease(&e2, nil), shard(0, e2, "b"), shard(1, e2, "c"), shard(2, e2, "")}, three...),
 		seen:      seenAt(time.Second, append(three, shard(0, e2, "b"), shard(1, e2, "c"))...),
-		elections: map[int]electionView{0: {label: "2"}},
+		elections: map[int]electionView{0: {label: e2.Label(0)}},
 		want:      []string{"campaign 2", "stop 0"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -216,7 +233,7 @@ func TestHandOverDecisions(t *testing.T) {
 			if tc.next != nil {
 				next = *tc.next
 			}
-			actions, done := decideHandOver(testBase, tc.leases, tc.seen, next, now)
+			actions, done := decideHandOver(testBase, tc.leases, tc.seen, next, now, noMutation)
 			var got []string
 			for _, a := range actions {
 				verb := map[coordinatorActionKind]string{createShardLease: "create", relabelShardLease: "relabel"}[a.kind]

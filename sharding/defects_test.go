@@ -2,6 +2,7 @@ package sharding
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -313,5 +314,72 @@ func TestAShardTermOnAnApiserverThatIgnoresTheFilterNeverCachesOtherShardsObject
 	}
 	if !strings.Contains(shard.selector, "shardRange") {
 		t.Errorf("the shard's informers do not ask the apiserver to filter: selector %q", shard.selector)
+	}
+}
+
+// Defect 5: an epoch number can come back with other cuts (the plan Lease and the
+// shard Leases carrying the highest epoch deleted, or the plan edited by hand). A
+// label names the range as well as the number, so the guard of an election of the old
+// cuts refuses a Lease labelled for the new ones, though the numbers are equal.
+func TestTheGuardRefusesALeaseOfTheSameEpochNumberWithOtherCuts(t *testing.T) {
+	ctx := t.Context()
+	before := Epoch{Number: 2, Plan: Equal(3)}
+	after := Epoch{Number: 2, Plan: Plan{Cuts: []uint64{1 << 62, 1 << 63}}}
+	if before.Label(1) == after.Label(1) {
+		t.Fatalf("epoch 2 labels shard 1 %s with either cut", before.Label(1))
+	}
+	client := fake.NewClientset(lease(ShardLeaseName(testBase, 1), RoleShard, after.Label(1), ""))
+	leases := GuardEpoch(client.CoordinationV1(), testNamespace, before.Label(1)).Leases(testNamespace)
+	read, err := leases.Get(ctx, ShardLeaseName(testBase, 1), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read.Spec.HolderIdentity = ptr.To("me")
+	if _, err := leases.Update(ctx, read, metav1.UpdateOptions{}); !errors.Is(err, ErrOtherEpoch) {
+		t.Errorf("an election of epoch 2's old cuts took the Lease of epoch 2's new cuts: %v", err)
+	}
+}
+
+// Defect 5: a coordinator whose Lease cache is behind (it shows epoch 2 while its
+// successor activated epoch 3, which moved shard 1) must not re-create a deleted
+// shard Lease with epoch 2's label: a replica as far behind could take it and work on
+// the old range, and nobody would campaign for it under epoch 3 until the next recut.
+func TestAStaleCoordinatorDoesNotRecreateAShardLeaseWithTheLabelOfAMovedRange(t *testing.T) {
+	e2 := Epoch{Number: 2, Plan: Equal(3)}
+	e3 := e2.Next(3, Plan{Cuts: []uint64{e2.Plan.Cuts[0], e2.Plan.Cuts[1] + 5}})
+	r, client := testReplica(t, 3, planLease(&e2, nil),
+		lease(ShardLeaseName(testBase, 0), RoleShard, e2.Label(0), "a"),
+		lease(ShardLeaseName(testBase, 2), RoleShard, e2.Label(2), "b"))
+	// The apiserver has moved on: epoch 3 is active.
+	current := getLease(t, client, PlanLeaseName(testBase))
+	current.Annotations[AnnotationPlan] = e3.String()
+	if _, err := client.CoordinationV1().Leases(testNamespace).Update(t.Context(), current, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.coordinator.step(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	got, err := client.CoordinationV1().Leases(testNamespace).Get(t.Context(), ShardLeaseName(testBase, 1), metav1.GetOptions{})
+	if err == nil && got.Labels[LabelEpoch] != e3.Label(1) {
+		t.Errorf("the coordinator re-created shard 1's Lease with label %s from its stale cache; the plan gives it %s", got.Labels[LabelEpoch], e3.Label(1))
+	}
+}
+
+// Defect 5: a shard Lease that carries another label than the active plan gives it
+// (the plan was edited by hand, or a stale coordinator re-created the Lease) is
+// relabelled once released or expired, so that its namespaces are served again
+// without waiting for a recut.
+func TestTheCoordinatorRelabelsAShardLeaseThatCarriesAnotherLabelThanTheActivePlan(t *testing.T) {
+	e2 := Epoch{Number: 2, Plan: Equal(3)}
+	other := Epoch{Number: 2, Plan: Plan{Cuts: []uint64{1 << 62, 1 << 63}}}
+	r, client := testReplica(t, 3, planLease(&e2, nil),
+		lease(ShardLeaseName(testBase, 0), RoleShard, e2.Label(0), "a"),
+		lease(ShardLeaseName(testBase, 1), RoleShard, other.Label(1), ""),
+		lease(ShardLeaseName(testBase, 2), RoleShard, e2.Label(2), "b"))
+	if err := r.coordinator.step(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := getLease(t, client, ShardLeaseName(testBase, 1)); got.Labels[LabelEpoch] != e2.Label(1) {
+		t.Errorf("shard 1's released Lease still carries %s under the active plan, which gives it %s", got.Labels[LabelEpoch], e2.Label(1))
 	}
 }

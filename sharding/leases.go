@@ -80,10 +80,27 @@ type Epoch struct {
 }
 
 // Label returns the value of LabelEpoch that shard's Lease carries while it may be
-// held under this epoch: the epoch since which the shard has its range. A shard
-// beyond the plan's count gets Number, which no election of any range works under.
+// held under this epoch: the epoch since which the shard has its range, and the range
+// itself, as "<since>.<first hash>-<last hash>" in hex (3.4000000000000000-7fffffffffffffff).
+// The range is part of the label because an epoch number alone can be forged: delete
+// the plan Lease and the shard Leases carrying the highest epoch, or edit the plan by
+// hand, and a number comes back with other cuts. Two elections, a Lease and an
+// election, or a Lease and a plan that agree on a label therefore agree on the range.
+// A shard beyond the plan's count gets the bare Number, which no election of any range
+// works under.
 func (e Epoch) Label(shard int) string {
-	return strconv.FormatInt(e.since(shard), 10)
+	if shard >= e.Plan.Shards() {
+		return strconv.FormatInt(e.Number, 10)
+	}
+	first, last := e.Plan.hashes(shard)
+	return fmt.Sprintf("%d.%016x-%016x", e.since(shard), first, last)
+}
+
+// EpochOfLabel returns the epoch number a LabelEpoch value starts with.
+func EpochOfLabel(label string) (int64, bool) {
+	number, _, _ := strings.Cut(label, ".")
+	n, err := strconv.ParseInt(number, 10, 64)
+	return n, err == nil
 }
 
 func (e Epoch) since(shard int) int64 {
@@ -131,7 +148,7 @@ func (e Epoch) String() string {
 	kept := false
 	parts := make([]string, e.Plan.Shards())
 	for shard := range parts {
-		parts[shard] = e.Label(shard)
+		parts[shard] = strconv.FormatInt(e.since(shard), 10)
 		kept = kept || e.since(shard) != e.Number
 	}
 	if kept {

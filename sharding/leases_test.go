@@ -32,8 +32,19 @@ func TestANextEpochKeepsTheRangesItDoesNotMove(t *testing.T) {
 	e2 := Epoch{Number: 2, Plan: Equal(4)}
 	moved := Plan{Cuts: []uint64{e2.Plan.Cuts[0], e2.Plan.Cuts[1] + 7, e2.Plan.Cuts[2]}}
 	e3 := e2.Next(3, moved)
-	if got, want := []string{e3.Label(0), e3.Label(1), e3.Label(2), e3.Label(3)}, []string{"2", "3", "3", "2"}; !slices.Equal(got, want) {
-		t.Errorf("labels after moving the cut between shards 1 and 2 = %v, want %v", got, want)
+	var since []int64
+	for shard := range 4 {
+		n, _ := EpochOfLabel(e3.Label(shard))
+		since = append(since, n)
+	}
+	if want := []int64{2, 3, 3, 2}; !slices.Equal(since, want) {
+		t.Errorf("epochs of the labels after moving the cut between shards 1 and 2 = %v, want %v", since, want)
+	}
+	if e3.Label(0) != e2.Label(0) || e3.Label(3) != e2.Label(3) {
+		t.Errorf("the kept shards' labels changed: %s, %s, before %s, %s", e3.Label(0), e3.Label(3), e2.Label(0), e2.Label(3))
+	}
+	if got, want := e3.Label(1), "3.4000000000000000-8000000000000006"; got != want {
+		t.Errorf("shard 1's label = %s, want its epoch and its range, %s", got, want)
 	}
 	if got := e2.Moved(e3); !slices.Equal(got, []int{1, 2}) {
 		t.Errorf("Moved = %v, want [1 2]", got)
@@ -90,10 +101,11 @@ func shardLease(epoch string, holder string) *coordinationv1.Lease {
 func TestGuardedLeasesWriteOnlyALeaseOfTheirEpochAsTheyReadIt(t *testing.T) {
 	ctx := t.Context()
 	epoch2 := Epoch{Number: 2}
-	client := fake.NewClientset(shardLease("2", ""))
-	leases := GuardEpoch(client.CoordinationV1(), "kube-system", epoch2.Label(0)).Leases("kube-system")
+	label2 := epoch2.Label(0)
+	client := fake.NewClientset(shardLease(label2, ""))
+	leases := GuardEpoch(client.CoordinationV1(), "kube-system", label2).Leases("kube-system")
 
-	if _, err := leases.Update(ctx, shardLease("2", "me"), metav1.UpdateOptions{}); !errors.Is(err, ErrOtherEpoch) {
+	if _, err := leases.Update(ctx, shardLease(label2, "me"), metav1.UpdateOptions{}); !errors.Is(err, ErrOtherEpoch) {
 		t.Errorf("an update without a read = %v, want ErrOtherEpoch", err)
 	}
 	read, err := leases.Get(ctx, "mini-kcm-0", metav1.GetOptions{})
@@ -107,7 +119,7 @@ func TestGuardedLeasesWriteOnlyALeaseOfTheirEpochAsTheyReadIt(t *testing.T) {
 
 	// The coordinator relabels the Lease for epoch 3: the epoch-2 election may no
 	// longer write it, even after reading it again.
-	relabelled := shardLease("3", "")
+	relabelled := shardLease(Epoch{Number: 3}.Label(0), "")
 	if _, err := client.CoordinationV1().Leases("kube-system").Update(ctx, relabelled, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -115,12 +127,12 @@ func TestGuardedLeasesWriteOnlyALeaseOfTheirEpochAsTheyReadIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	read.Labels[LabelEpoch] = "2" // what client-go's LeaseLock would do with its labels
+	read.Labels[LabelEpoch] = label2 // what client-go's LeaseLock would do with its labels
 	read.Spec.HolderIdentity = ptr.To("me")
 	if _, err := leases.Update(ctx, read, metav1.UpdateOptions{}); !errors.Is(err, ErrOtherEpoch) {
 		t.Errorf("an update of a Lease read with epoch 3 = %v, want ErrOtherEpoch", err)
 	}
-	if _, err := leases.Create(ctx, shardLease("2", "me"), metav1.CreateOptions{}); err == nil {
+	if _, err := leases.Create(ctx, shardLease(label2, "me"), metav1.CreateOptions{}); err == nil {
 		t.Error("the guard created a shard Lease; only the coordinator may")
 	}
 }

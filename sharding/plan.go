@@ -77,6 +77,18 @@ func (p Plan) Bounds(i int) (start, end string) {
 	return start, end
 }
 
+// hashes returns the first and the last hash of shard i's range.
+func (p Plan) hashes(i int) (first, last uint64) {
+	last = math.MaxUint64
+	if i > 0 {
+		first = p.Cuts[i-1]
+	}
+	if i < len(p.Cuts) {
+		last = p.Cuts[i] - 1
+	}
+	return first, last
+}
+
 // Validate checks that the cuts are strictly increasing and not 0.
 func (p Plan) Validate() error {
 	for i, c := range p.Cuts {

@@ -99,6 +99,9 @@ type Replica struct {
 
 // Config is what a replica needs from the process.
 type Config struct {
+	// mutation plants one known bug, for the simulation test only.
+	mutation mutation
+
 	// Base is --leader-elect-resource-name, Namespace the Leases' namespace.
 	Base, Namespace string
 	// Identity is this replica's holder identity in every Lease.
@@ -256,7 +259,7 @@ func (r *Replica) reconcile(ctx context.Context) {
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	view := replicaView{identity: r.Identity, base: r.Base, leases: all, seen: r.seen.snapshot(), elections: map[int]electionView{}}
+	view := replicaView{identity: r.Identity, base: r.Base, leases: all, seen: r.seen.snapshot(), elections: map[int]electionView{}, mutation: r.mutation}
 	for shard, e := range r.elections {
 		select {
 		case <-e.done:
@@ -301,7 +304,7 @@ func (r *Replica) campaign(ctx context.Context, shard int, epoch Epoch, expired 
 		}
 		fence := leaderelection.NewFence(r.Namespace+"/"+name, r.Timings.LeaseDuration, nil)
 		election := r.election(name)
-		election.Leases = GuardEpoch(r.Client.CoordinationV1(), r.Namespace, label)
+		election.Leases = r.shardLeases(label)
 		election.Fence, election.LeaseWatch = fence, r.LeaseWatch
 		err := leaderelection.Run(klog.NewContext(electionCtx, logger), election, func(ctx context.Context) error {
 			e.leading.Store(true)
@@ -313,6 +316,15 @@ func (r *Replica) campaign(ctx context.Context, shard int, epoch Epoch, expired 
 		})
 		r.electionEnded(logger, err, fence)
 	})
+}
+
+// shardLeases returns the Lease client of an election of the range label names: one
+// that writes the shard Lease only while it carries label (GuardEpoch).
+func (r *Replica) shardLeases(label string) coordinationv1client.LeasesGetter {
+	if r.mutation == mutationNoLabelGuard {
+		return r.Client.CoordinationV1()
+	}
+	return GuardEpoch(r.Client.CoordinationV1(), r.Namespace, label)
 }
 
 // electionEnded logs how a shard's election ended, and ends the process when the
@@ -525,6 +537,8 @@ func holder(l *coordinationv1.Lease) string {
 type observations struct {
 	mu   sync.Mutex
 	seen map[string]observation
+	// mutation is Config.mutation, for the simulation test.
+	mutation mutation
 }
 
 type observation struct {
@@ -542,7 +556,11 @@ func (o *observations) observe(leases []*coordinationv1.Lease, now time.Time) {
 	for _, l := range leases {
 		present[l.Name] = true
 		if s, ok := o.seen[l.Name]; !ok || s.resourceVersion != l.ResourceVersion {
-			o.seen[l.Name] = observation{resourceVersion: l.ResourceVersion, at: now}
+			at := now
+			if ok && o.mutation == mutationObserveIgnoresVersion {
+				at = s.at
+			}
+			o.seen[l.Name] = observation{resourceVersion: l.ResourceVersion, at: at}
 		}
 	}
 	for name := range o.seen {
@@ -600,6 +618,7 @@ func New(cfg Config) *Replica {
 	}
 	contact := &contactClock{maxGap: cfg.Timings.RetryPeriod + cfg.Timings.RequestTimeout(), real: time.Now}
 	r := &Replica{Config: cfg, elections: map[int]*shardElection{}, now: contact.Now, contact: contact}
+	r.seen.mutation = cfg.mutation
 	r.leaseFactory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithNamespace(cfg.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = LabelSet + "=" + cfg.Base }))
 	r.leases = r.leaseFactory.Coordination().V1().Leases().Lister().Leases(cfg.Namespace)

@@ -6,10 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,11 +23,11 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
-	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -38,17 +40,22 @@ import (
 // clock, over an in-memory Lease store with resourceVersion conflicts. Each replica
 // decides with the real decideReplica on its own, possibly stale and reordered, view of
 // the Leases; the replica holding the base Lease runs the real coordinator step; shard
-// elections follow client-go's rules with the epoch guard (acquire a released Lease or
-// one seen unchanged for its duration, renew within the renew deadline, lose it on
-// reading another holder), and a term's fence is open until its last renewal plus the
-// lease duration minus leaderelection.Margin. A seed picks the schedule: crashes,
-// freezes, slow watches, plan and shard Lease deletions, changed weights (recuts),
-// workers slow to stop. After every step the invariants are checked; a failure prints
-// the seed and the trace.
+// elections follow client-go's rules through the replica's real Lease client and epoch
+// guard (acquire a released Lease or one seen unchanged for its duration, renew within
+// the renew deadline, lose it on reading another holder), start a moment after the
+// decision to campaign and now and then move on before the replica's loop has seen a
+// change; a term's fence is open until its last renewal plus the lease duration minus
+// leaderelection.Margin. A seed picks the schedule: crashes, freezes, slow watches, a
+// watch stalled on the plan Lease (a stale coordinator or replica), plan and shard
+// Lease deletions, the plan deleted with every shard Lease of the highest epoch, plans
+// edited by hand, changed weights (recuts), workers slow to stop. After every step the
+// invariants are checked; a failure prints the seed and the trace.
 
 var (
 	simSeeds = flag.Int("sim-seeds", 0, "number of simulator schedules (0: SHARDING_SIM_SEEDS or the default)")
 	simSeed  = flag.Int64("sim-seed", -1, "run this one simulator schedule, verbosely")
+	// simMutation plants a bug in the one schedule of -sim-seed, to read how it is caught.
+	simMutation = flag.Int("sim-mutation", 0, "with -sim-seed: the planted bug (a mutation constant) to run the schedule with")
 )
 
 const (
@@ -117,35 +124,59 @@ func (s *simStore) delete(name, rv string) error {
 	return nil
 }
 
-// client returns a clientset whose Lease calls reach the store.
-func (s *simStore) client() *fake.Clientset {
-	c := fake.NewClientset()
-	c.PrependReactor("*", "leases", func(a clienttesting.Action) (bool, kruntime.Object, error) {
-		switch a.GetVerb() {
-		case "get":
-			name := a.(clienttesting.GetAction).GetName()
-			l, ok := s.leases[name]
-			if !ok {
-				return true, nil, apierrors.NewNotFound(leaseResource, name)
-			}
-			return true, l.DeepCopy(), nil
-		case "create":
-			l, err := s.create(a.(clienttesting.CreateAction).GetObject().(*coordinationv1.Lease))
-			return true, l, err
-		case "update":
-			l, err := s.update(a.(clienttesting.UpdateAction).GetObject().(*coordinationv1.Lease))
-			return true, l, err
-		case "delete":
-			d := a.(clienttesting.DeleteAction)
-			rv := ""
-			if p := d.GetDeleteOptions().Preconditions; p != nil && p.ResourceVersion != nil {
-				rv = *p.ResourceVersion
-			}
-			return true, nil, s.delete(d.GetName(), rv)
-		}
-		return false, nil, nil
-	})
-	return c
+// client returns a clientset whose Lease calls reach the store directly, without the
+// fake clientset's reactors and record of every action (a schedule makes thousands).
+func (s *simStore) client() kubernetes.Interface {
+	return simClientset{Clientset: fake.NewClientset(), store: s}
+}
+
+type simClientset struct {
+	*fake.Clientset
+	store *simStore
+}
+
+func (c simClientset) CoordinationV1() coordinationv1client.CoordinationV1Interface {
+	return simCoordination{CoordinationV1Interface: c.Clientset.CoordinationV1(), store: c.store}
+}
+
+type simCoordination struct {
+	coordinationv1client.CoordinationV1Interface
+	store *simStore
+}
+
+func (c simCoordination) Leases(string) coordinationv1client.LeaseInterface {
+	return simLeases{store: c.store}
+}
+
+// simLeases is the store's Lease API; the calls the product does not make are left
+// to the embedded nil interface.
+type simLeases struct {
+	coordinationv1client.LeaseInterface
+	store *simStore
+}
+
+func (l simLeases) Get(_ context.Context, name string, _ metav1.GetOptions) (*coordinationv1.Lease, error) {
+	lease, ok := l.store.leases[name]
+	if !ok {
+		return nil, apierrors.NewNotFound(leaseResource, name)
+	}
+	return lease.DeepCopy(), nil
+}
+
+func (l simLeases) Create(_ context.Context, lease *coordinationv1.Lease, _ metav1.CreateOptions) (*coordinationv1.Lease, error) {
+	return l.store.create(lease)
+}
+
+func (l simLeases) Update(_ context.Context, lease *coordinationv1.Lease, _ metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+	return l.store.update(lease)
+}
+
+func (l simLeases) Delete(_ context.Context, name string, opts metav1.DeleteOptions) error {
+	rv := ""
+	if opts.Preconditions != nil && opts.Preconditions.ResourceVersion != nil {
+		rv = *opts.Preconditions.ResourceVersion
+	}
+	return l.store.delete(name, rv)
 }
 
 // simElection is one election of a replica: a shard's (with its epoch) or the base
@@ -165,6 +196,12 @@ type simElection struct {
 	expired *coordinationv1.Lease
 	// stopAt is when the election was told to stop, drained when its workers stop.
 	stopAt, drained time.Time
+	// notBefore is when a new election first reads its Lease: the elector runs in its
+	// own goroutine, so a decision to campaign and the acquisition are not one step.
+	notBefore time.Time
+	// leases is a shard election's Lease client, the replica's real one: guarded by
+	// GuardEpoch with the election's label.
+	leases coordinationv1client.LeaseInterface
 }
 
 type simReplica struct {
@@ -172,20 +209,27 @@ type simReplica struct {
 	replica   *Replica
 	crashed   bool
 	frozenTil time.Time
+	// staleTil is when the replica's informer sees the plan Lease again: until then its
+	// view of the plan stays as it was (a stalled watch), while it sees the other Leases.
+	staleTil time.Time
 	// cache is the replica's Lease informer's view.
 	cache     map[string]*coordinationv1.Lease
 	elections map[int]*simElection
 }
 
 type sim struct {
-	t        *testing.T
+	t *testing.T
+	// mutation is the bug planted in every replica (Config.mutation).
+	mutation mutation
 	rng      *rand.Rand
 	now      time.Time
 	store    *simStore
 	replicas []*simReplica
 	weights  map[string]int64
-	// epochs maps every epoch number written to the plan to its cuts.
-	epochs map[int64]string
+	// epochs holds every epoch activated; labels maps every shard label activated to
+	// its range.
+	epochs map[string]bool
+	labels map[string]string
 	trace  []string
 	// lastServed is when every shard of the active plan was last held.
 	lastServed time.Time
@@ -201,11 +245,11 @@ func (s *sim) logf(format string, args ...any) {
 	s.trace = append(s.trace, fmt.Sprintf("%8.1fs ", s.now.Sub(time.Unix(0, 0)).Seconds())+fmt.Sprintf(format, args...))
 }
 
-func newSim(t *testing.T, seed int64) *sim {
+func newSim(t *testing.T, seed int64, m mutation) *sim {
 	s := &sim{
-		t: t, rng: rand.New(rand.NewPCG(uint64(seed), 0x5eed)), now: time.Unix(0, 0),
+		t: t, mutation: m, rng: rand.New(rand.NewPCG(uint64(seed), 0x5eed)), now: time.Unix(0, 0),
 		store:   &simStore{leases: map[string]*coordinationv1.Lease{}},
-		weights: map[string]int64{}, epochs: map[int64]string{},
+		weights: map[string]int64{}, epochs: map[string]bool{}, labels: map[string]string{},
 	}
 	for i := range 12 {
 		s.weights[fmt.Sprintf("tenant-%02d", i)] = int64(1 + s.rng.IntN(20))
@@ -221,7 +265,8 @@ func (s *sim) newReplica() *simReplica {
 	id := fmt.Sprintf("replica-%d", s.restarts)
 	client := s.store.client()
 	r := New(Config{
-		Base: testBase, Namespace: testNamespace, Identity: id, Shards: simShards,
+		mutation: s.mutation,
+		Base:     testBase, Namespace: testNamespace, Identity: id, Shards: simShards,
 		Timings:            leaderelection.Timings{LeaseDuration: simLease, RenewDeadline: simRenew, RetryPeriod: simRetry},
 		RebalanceThreshold: 1.2, RebalancePeriod: time.Minute,
 		Client: client, CoordinatorClient: client, Probe: client,
@@ -248,13 +293,25 @@ func (s *sim) newReplica() *simReplica {
 // watch, and updates seen out of order.
 func (s *sim) refresh(sr *simReplica, p float64) {
 	for _, l := range s.cached(sr) {
+		if l.Name == PlanLeaseName(testBase) && s.now.Before(sr.staleTil) {
+			continue
+		}
 		if _, ok := s.store.leases[l.Name]; !ok && s.rng.Float64() < p {
 			delete(sr.cache, l.Name)
 		}
 	}
-	for _, l := range s.store.list() {
-		if name := l.Name; l.Labels[LabelSet] == testBase && s.rng.Float64() < p {
-			sr.cache[name] = l.DeepCopy()
+	names := slices.Sorted(maps.Keys(s.store.leases))
+	for _, name := range names {
+		l := s.store.leases[name]
+		if name == PlanLeaseName(testBase) && s.now.Before(sr.staleTil) {
+			continue
+		}
+		if l.Labels[LabelSet] == testBase && s.rng.Float64() < p {
+			// The store replaces a Lease on every write and never changes one in place,
+			// so a cached copy at the same resourceVersion is the same Lease.
+			if c, ok := sr.cache[name]; !ok || c.ResourceVersion != l.ResourceVersion {
+				sr.cache[name] = l.DeepCopy()
+			}
 		}
 	}
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
@@ -280,11 +337,31 @@ func (s *sim) leaseName(shard int) string {
 	return ShardLeaseName(testBase, shard)
 }
 
-// stepElection moves one election on, as client-go's elector with the epoch guard does.
+// stepElection moves one election on, as client-go's elector does. A shard election
+// reads and writes its Lease through the replica's real Lease client (GuardEpoch), as
+// the elector would; the base Lease's election reaches the store directly.
 func (s *sim) stepElection(sr *simReplica, e *simElection) (ended bool) {
 	name := s.leaseName(e.shard)
-	guarded := func(l *coordinationv1.Lease) bool {
-		return e.shard < 0 || l.Labels[LabelEpoch] == e.epoch.Label(e.shard)
+	ctx := context.Background()
+	get := func() (*coordinationv1.Lease, bool) {
+		if e.shard < 0 {
+			l, ok := s.store.leases[name]
+			return l, ok
+		}
+		l, err := e.leases.Get(ctx, name, metav1.GetOptions{})
+		return l, err == nil
+	}
+	update := func(l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+		if e.shard < 0 {
+			return s.store.update(l)
+		}
+		return e.leases.Update(ctx, l, metav1.UpdateOptions{})
+	}
+	if e.shard >= 0 && e.leases == nil {
+		e.leases = sr.replica.shardLeases(e.epoch.Label(e.shard)).Leases(testNamespace)
+	}
+	if !e.stopping && s.now.Before(e.notBefore) {
+		return false
 	}
 	if e.stopping {
 		if e.stopAt.IsZero() {
@@ -311,16 +388,16 @@ func (s *sim) stepElection(sr *simReplica, e *simElection) (ended bool) {
 			}
 			return false
 		}
-		if l, ok := s.store.leases[name]; ok && e.leading && holder(l) == sr.id && guarded(l) {
+		if l, ok := get(); ok && e.leading && holder(l) == sr.id {
 			released := l.DeepCopy()
 			released.Spec.HolderIdentity = nil
-			if _, err := s.store.update(released); err == nil {
+			if _, err := update(released); err == nil {
 				s.logf("%s released %s (epoch %d)", sr.id, name, e.epoch.Number)
 			}
 		}
 		return true
 	}
-	l, ok := s.store.leases[name]
+	l, ok := get()
 	if !ok {
 		if e.shard < 0 {
 			created := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNamespace},
@@ -340,24 +417,23 @@ func (s *sim) stepElection(sr *simReplica, e *simElection) (ended bool) {
 		e.observedRV, e.observedAt = l.ResourceVersion, s.now
 	}
 	if e.expired != nil {
-		if guarded(e.expired) {
-			released := e.expired.DeepCopy()
-			released.Spec.HolderIdentity = nil
-			if updated, err := s.store.update(released); err == nil {
-				l = updated
-				e.observedRV, e.observedAt = l.ResourceVersion, s.now
-			}
-		}
+		sr.replica.breakExpired(ctx, e.expired, e.epoch.Label(e.shard))
 		e.expired = nil
+		if l, ok = get(); !ok {
+			return false
+		}
+		if l.ResourceVersion != e.observedRV {
+			e.observedRV, e.observedAt = l.ResourceVersion, s.now
+		}
 	}
 	if e.leading {
 		switch {
 		case holder(l) != sr.id:
 			s.logf("%s lost %s to %q", sr.id, name, holder(l))
 			return true
-		case guarded(l):
+		default:
 			renewed := l.DeepCopy()
-			if _, err := s.store.update(renewed); err == nil {
+			if _, err := update(renewed); err == nil {
 				e.lastRenew = s.now
 				return false
 			}
@@ -368,14 +444,11 @@ func (s *sim) stepElection(sr *simReplica, e *simElection) (ended bool) {
 		}
 		return false
 	}
-	if !guarded(l) {
-		return false
-	}
 	if holder(l) == "" || holder(l) == sr.id || s.now.Sub(e.observedAt) > simLease {
 		acquired := l.DeepCopy()
 		acquired.Spec.HolderIdentity = ptr.To(sr.id)
 		acquired.Spec.LeaseDurationSeconds = ptr.To(int32(simLease.Seconds()))
-		if _, err := s.store.update(acquired); err == nil {
+		if _, err := update(acquired); err == nil {
 			e.leading, e.lastRenew = true, s.now
 			s.logf("%s acquired %s (epoch %d, range %s)", sr.id, name, e.epoch.Number, rangeOf(e))
 		}
@@ -399,7 +472,6 @@ func (s *sim) fenceOpen(sr *simReplica, e *simElection) bool {
 // stepReplica runs one pass of a replica: its membership, its decisions, its
 // elections and, while it holds the base Lease, the coordinator's step.
 func (s *sim) stepReplica(sr *simReplica) {
-	ctx := context.Background()
 	// Membership, renewed on every pass.
 	member := MemberLeaseName(testBase, sr.id)
 	if l, ok := s.store.leases[member]; ok {
@@ -412,7 +484,14 @@ func (s *sim) stepReplica(sr *simReplica) {
 	r := sr.replica
 	all := s.cached(sr)
 	r.seen.observe(all, s.now)
-	view := replicaView{identity: sr.id, base: testBase, leases: all, seen: r.seen.snapshot(), elections: map[int]electionView{}}
+	// The replica's loop runs on informer events and a resync, its elections on their
+	// own retry period: now and then the elections move on before the loop has seen
+	// what changed (a new plan, a relabelled Lease).
+	if s.rng.IntN(4) == 0 {
+		s.stepElections(sr)
+		return
+	}
+	view := replicaView{identity: sr.id, base: testBase, leases: all, seen: r.seen.snapshot(), elections: map[int]electionView{}, mutation: r.mutation}
 	for shard, e := range sr.elections {
 		if shard >= 0 {
 			view.elections[shard] = electionView{label: e.epoch.Label(shard), leading: e.leading, stopping: e.stopping}
@@ -425,9 +504,18 @@ func (s *sim) stepReplica(sr *simReplica) {
 			sr.elections[a.shard].stopping = true
 			s.logf("%s stops shard %d: %s", sr.id, a.shard, a.why)
 		case campaign:
-			sr.elections[a.shard] = &simElection{shard: a.shard, epoch: a.epoch, expired: a.expired}
+			sr.elections[a.shard] = &simElection{shard: a.shard, epoch: a.epoch, expired: a.expired,
+				notBefore: s.now.Add(time.Duration(s.rng.IntN(3000)) * time.Millisecond)}
 		}
 	}
+	s.stepElections(sr)
+}
+
+// stepElections moves every election of a replica on and, while it holds the base
+// Lease, runs the coordinator's step.
+func (s *sim) stepElections(sr *simReplica) {
+	ctx := context.Background()
+	r := sr.replica
 	if _, ok := sr.elections[-1]; !ok {
 		sr.elections[-1] = &simElection{shard: -1}
 	}
@@ -474,6 +562,79 @@ func (s *sim) fault() {
 		ns := fmt.Sprintf("tenant-%02d", s.rng.IntN(12))
 		s.weights[ns] = int64(1 + s.rng.IntN(200))
 		s.logf("WEIGHT %s = %d", ns, s.weights[ns])
+	case n < 15:
+		s.deleteHighestEpoch()
+	case n < 17:
+		s.editPlan()
+	case n < 23 && !sr.crashed:
+		// The replica's watch stalls on the plan Lease: a coordinator or a replica that
+		// acts on an old plan while it sees the other Leases change. Half the time it
+		// is the coordinator's, and a shard Lease is deleted under it.
+		if s.rng.IntN(2) == 0 {
+			for _, c := range s.replicas {
+				if e := c.elections[-1]; e != nil && s.fenceOpen(c, e) {
+					sr = c
+					name := ShardLeaseName(testBase, s.rng.IntN(simShards))
+					if s.store.delete(name, "") == nil {
+						s.logf("DELETE %s", name)
+					}
+				}
+			}
+		}
+		d := time.Duration(s.rng.IntN(int(3*simLease/time.Second))) * time.Second
+		s.logf("STALE PLAN in %s for %s", sr.id, d)
+		sr.staleTil = s.now.Add(d)
+	}
+}
+
+// deleteHighestEpoch deletes the plan Lease and the shard Leases whose label carries
+// the highest epoch number, as kubectl delete lease -l would: the coordinator may then
+// number a new epoch as one used before, with other cuts.
+func (s *sim) deleteHighestEpoch() {
+	var highest int64
+	for _, l := range s.store.leases {
+		if n, ok := EpochOfLabel(l.Labels[LabelEpoch]); ok && l.Labels[LabelRole] == RoleShard {
+			highest = max(highest, n)
+		}
+	}
+	s.logf("DELETE the plan Lease and the shard Leases of epoch %d", highest)
+	_ = s.store.delete(PlanLeaseName(testBase), "")
+	for _, l := range s.store.list() {
+		if n, ok := EpochOfLabel(l.Labels[LabelEpoch]); ok && n == highest && l.Labels[LabelRole] == RoleShard {
+			_ = s.store.delete(l.Name, "")
+		}
+	}
+}
+
+// editPlan moves one cut of the active plan by hand, keeping its epoch number and
+// what it says about which epoch gave each shard its range.
+func (s *sim) editPlan() {
+	plan, ok := s.store.leases[PlanLeaseName(testBase)]
+	if !ok {
+		return
+	}
+	active, _, err := PlanOf(plan)
+	if err != nil || active == nil || len(active.Plan.Cuts) == 0 {
+		return
+	}
+	edited := *active
+	edited.Plan.Cuts = slices.Clone(active.Plan.Cuts)
+	k := s.rng.IntN(len(edited.Plan.Cuts))
+	lo, hi := uint64(1), uint64(math.MaxUint64)
+	if k > 0 {
+		lo = edited.Plan.Cuts[k-1] + 1
+	}
+	if k+1 < len(edited.Plan.Cuts) {
+		hi = edited.Plan.Cuts[k+1] - 1
+	}
+	if hi <= lo {
+		return
+	}
+	edited.Plan.Cuts[k] = lo + s.rng.Uint64N(hi-lo)
+	updated := plan.DeepCopy()
+	updated.Annotations[AnnotationPlan] = edited.String()
+	if _, err := s.store.update(updated); err == nil {
+		s.logf("EDIT the plan: epoch %d, cut %d moved to 0x%016x", edited.Number, k, edited.Plan.Cuts[k])
 	}
 }
 
@@ -543,20 +704,28 @@ func (s *sim) check() error {
 		if err != nil {
 			return err
 		}
-		// An epoch, once active, names one cut for good.
+		// An epoch number may come back with other cuts (the faults delete the plan and
+		// the Leases of the highest epoch, or edit the plan), but a label, once active,
+		// names one range for good.
 		if active != nil {
-			if cuts, seen := s.epochs[active.Number]; seen && cuts != active.Plan.String() {
-				return fmt.Errorf("epoch %d active again with other cuts: %s, before %s", active.Number, active.Plan.String(), cuts)
-			} else if !seen && active.Number > 1 {
+			for shard := range active.Plan.Shards() {
+				start, end := active.Plan.Bounds(shard)
+				label, bounds := active.Label(shard), start+","+end
+				if before, seen := s.labels[label]; seen && before != bounds {
+					return fmt.Errorf("label %s active again with another range: [%s), before [%s)", label, bounds, before)
+				}
+				s.labels[label] = bounds
+			}
+			if _, seen := s.epochs[active.String()]; !seen && len(s.epochs) > 0 {
 				s.recuts++
 				for shard := range active.Plan.Shards() {
-					if active.Label(shard) != strconv.FormatInt(active.Number, 10) {
+					if n, _ := EpochOfLabel(active.Label(shard)); n != active.Number {
 						s.partialRecuts++
 						break
 					}
 				}
 			}
-			s.epochs[active.Number] = active.Plan.String()
+			s.epochs[active.String()] = true
 		}
 		if active != nil && next == nil {
 			held := map[int]bool{}
@@ -573,8 +742,8 @@ func (s *sim) check() error {
 	return nil
 }
 
-func runSim(t *testing.T, seed int64) error {
-	s := newSim(t, seed)
+func runSim(t *testing.T, seed int64, m mutation) error {
+	s := newSim(t, seed, m)
 	var err error
 	for step := range simSteps {
 		s.now = s.now.Add(time.Duration(500+s.rng.IntN(1000)) * time.Millisecond)
@@ -602,7 +771,7 @@ func runSim(t *testing.T, seed int64) error {
 		return fmt.Errorf("seed %d: %w\ntrace (last 60 lines; -sim-seed=%d prints all):\n%s", seed, err, seed, strings.Join(s.trace[max(0, len(s.trace)-60):], "\n"))
 	}
 	if *simSeed >= 0 {
-		t.Logf("seed %d: epochs %v\n%s", seed, s.epochs, strings.Join(s.trace, "\n"))
+		t.Logf("seed %d: epochs %v\n%s", seed, slices.Sorted(maps.Keys(s.epochs)), strings.Join(s.trace, "\n"))
 	}
 	simRecuts.Add(int64(s.recuts))
 	simPartialRecuts.Add(int64(s.partialRecuts))
@@ -613,13 +782,9 @@ func runSim(t *testing.T, seed int64) error {
 // schedules reach the handover that keeps some shards.
 var simRecuts, simPartialRecuts atomic.Int64
 
-func TestSimulatedReplicasNeverHaveTwoOpenFencesOnOneNamespace(t *testing.T) {
-	if *simSeed >= 0 {
-		if err := runSim(t, *simSeed); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
+// simSeedCount returns the number of schedules to play: -sim-seeds, else
+// SHARDING_SIM_SEEDS, else the 250 of make test.
+func simSeedCount(t *testing.T) int {
 	seeds := 250
 	if env, set := os.LookupEnv("SHARDING_SIM_SEEDS"); set {
 		v, err := strconv.Atoi(env)
@@ -632,27 +797,39 @@ func TestSimulatedReplicasNeverHaveTwoOpenFencesOnOneNamespace(t *testing.T) {
 	if *simSeeds > 0 {
 		seeds = *simSeeds
 	}
-	// The real code logs every step; a run of schedules would spend its time there.
+	return seeds
+}
+
+// quietKlog silences the real code's logs, which every step writes: a run of
+// schedules would spend its time there.
+func quietKlog(t *testing.T) {
 	var quiet flag.FlagSet
 	klog.InitFlags(&quiet)
 	_ = quiet.Set("logtostderr", "false")
 	_ = quiet.Set("alsologtostderr", "false")
 	klog.SetOutput(io.Discard)
-	defer func() { _ = quiet.Set("logtostderr", "true") }()
-	// Schedules are independent: one worker per CPU, each taking the next seed.
-	start := time.Now()
+	t.Cleanup(func() {
+		_ = quiet.Set("logtostderr", "true")
+		klog.SetOutput(os.Stderr)
+	})
+}
+
+// playSchedules plays the schedules of seeds [0, seeds) with mutation m, one worker
+// per CPU, each taking the next seed, and returns the failure of the lowest failing
+// seed (nil if none); the others stop at the first failure.
+func playSchedules(t *testing.T, seeds int, m mutation) error {
 	var (
 		next     atomic.Int64
 		mu       sync.Mutex
-		failures []error
+		failures = map[int64]error{}
 		workers  sync.WaitGroup
 	)
 	for range runtime.GOMAXPROCS(0) {
 		workers.Go(func() {
 			for seed := next.Add(1) - 1; seed < int64(seeds); seed = next.Add(1) - 1 {
-				if err := runSim(t, seed); err != nil {
+				if err := runSim(t, seed, m); err != nil {
 					mu.Lock()
-					failures = append(failures, err)
+					failures[seed] = err
 					mu.Unlock()
 					next.Store(int64(seeds)) // stop the others
 					return
@@ -661,12 +838,62 @@ func TestSimulatedReplicasNeverHaveTwoOpenFencesOnOneNamespace(t *testing.T) {
 		})
 	}
 	workers.Wait()
-	if len(failures) > 0 {
-		t.Fatal(failures[0])
+	first := int64(-1)
+	for seed := range failures {
+		if first < 0 || seed < first {
+			first = seed
+		}
+	}
+	if first < 0 {
+		return nil
+	}
+	return failures[first]
+}
+
+func TestSimulatedReplicasNeverHaveTwoOpenFencesOnOneNamespace(t *testing.T) {
+	quietKlog(t)
+	if *simSeed >= 0 {
+		if err := runSim(t, *simSeed, mutation(*simMutation)); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	seeds := simSeedCount(t)
+	start := time.Now()
+	if err := playSchedules(t, seeds, noMutation); err != nil {
+		t.Fatal(err)
 	}
 	t.Logf("%d schedules in %s; %d recuts activated, %d of them kept some shards' ranges and holders",
 		seeds, time.Since(start).Round(time.Millisecond), simRecuts.Load(), simPartialRecuts.Load())
 	if simPartialRecuts.Load() == 0 && seeds >= 100 {
 		t.Error("no schedule reached a recut that keeps a shard: the simulator no longer exercises per-shard handovers")
+	}
+}
+
+// Each planted bug (Config.mutation) must fail one of the schedules a normal run
+// plays: a checker that cannot fail proves nothing.
+func TestSimulationCatchesEachPlantedBug(t *testing.T) {
+	quietKlog(t)
+	seeds := simSeedCount(t)
+	for _, m := range []struct {
+		mutation mutation
+		name     string
+	}{
+		{mutationRelabelHeld, "a handover relabels shard Leases that are still held"},
+		{mutationCreateReleased, "a missing shard Lease is created released"},
+		{mutationPendingStopsNothing, "a pending plan stops no election"},
+		{mutationNoWaitForRecreatedHold, "a handover does not wait for a recreated Lease's hold"},
+		{mutationObserveIgnoresVersion, "an observation ignores a changed resourceVersion"},
+		{mutationNoLabelGuard, "shard elections run without GuardEpoch"},
+		{mutationCampaignUnsettled, "replicas campaign under a plan whose Leases are not all relabelled"},
+	} {
+		start := time.Now()
+		err := playSchedules(t, seeds, m.mutation)
+		if err == nil {
+			t.Errorf("%s: not caught by any of %d schedules", m.name, seeds)
+			continue
+		}
+		lines := strings.SplitN(err.Error(), "\n", 2)
+		t.Logf("%s: caught in %s: %s", m.name, time.Since(start).Round(time.Millisecond), lines[0])
 	}
 }
