@@ -44,7 +44,7 @@ type controllerManager struct {
 	clients controllers.ClientBuilder
 	// informerClient builds the read-only client of the shared informers.
 	informerClient func(name string) (kubernetes.Interface, error)
-	// cacheTransform trims what that client did not (see clients.Builder.CacheTransform).
+	// cacheTransform trims what that client did not (see caches.Transform).
 	cacheTransform cache.TransformFunc
 	// events hands out recorders on the process's event broadcaster.
 	events controllers.EventRecorders
@@ -222,7 +222,7 @@ func (m *controllerManager) build(ctx context.Context, cc controllers.Context) (
 		if !ok {
 			return nil, fmt.Errorf("controller %q is enabled but not registered", name)
 		}
-		c, workers, err := d.New(klog.NewContext(ctx, klog.LoggerWithName(logger, name)), cc)
+		c, workers, err := d.Build(klog.NewContext(ctx, klog.LoggerWithName(logger, name)), cc)
 		if err == nil && c != nil && workers < 1 {
 			err = fmt.Errorf("it needs at least 1 worker, got %d", workers)
 		}

@@ -46,7 +46,7 @@ type Config struct {
 	// reads its own with OptionsFor; the options package fills it from the descriptors
 	// without knowing any controller.
 	Options map[string]Options
-	// Features are the feature gates that change what the controllers do.
+	// Features holds the state of the registered controllers' feature gates.
 	Features Features
 }
 
@@ -57,23 +57,4 @@ func OptionsFor[T Options](cfg Config, name string, defaults func() Options) T {
 		return o
 	}
 	return defaults().(T)
-}
-
-// Features holds the state of each feature gate a controller honours, resolved once from
-// --feature-gates; a field is named after its gate. The options package owns the gates,
-// their defaults (those of Kubernetes v1.37, where all of these are on) and their
-// validation. A gate that is off makes its controllers behave as upstream's do with it
-// off. Plain booleans rather than a gate lookup keep the controllers free of flag
-// plumbing and let a test state exactly which gates it turns off.
-type Features struct {
-	// PodDeletionCost: a scale-down ranks pods by their controller.kubernetes.io/pod-deletion-cost
-	// annotation. Off, the annotation is ignored.
-	PodDeletionCost bool
-	// DeploymentReplicaSetTerminatingReplicas: ReplicaSets and Deployments report
-	// status.terminatingReplicas. Off, the field is left unset (and cleared if set).
-	DeploymentReplicaSetTerminatingReplicas bool
-	// StaleControllerConsistencyReplicaSet: the ReplicaSet controller holds a sync back
-	// until its informers have seen the pods and status it wrote for that ReplicaSet.
-	// Off, only expectations guard it against its own stale cache.
-	StaleControllerConsistencyReplicaSet bool
 }

@@ -11,12 +11,12 @@ import (
 //
 // The shared informers keep of every pod its metadata, but for its managedFields and
 // its annotations, and beyond that only the fields and annotations that some registered
-// controller declares in its Descriptor (app/cachetrim). A controller that reads a pod
+// controller declares in its Descriptor (caches/cachetrim). A controller that reads a pod
 // field it does not declare finds it empty.
 type PodField string
 
 // The pod fields controllers may declare. A new one needs only its constant here and in
-// PodFields; app/cachetrim finds its protobuf field numbers from the API types.
+// PodFields; caches/cachetrim finds its protobuf field numbers from the API types.
 const (
 	PodNodeName  PodField = "spec.nodeName"
 	PodHostname  PodField = "spec.hostname"

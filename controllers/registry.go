@@ -7,7 +7,7 @@
 // resources it caches and what it reads of cached pods. deploy/rbac/ and the fence in
 // deploy/fence/ are generated from the registry (make generate, hack/rbacgen), and a
 // unit test fails when they drift; the shared informers keep of cached pods what the
-// registry's controllers read (app/cachetrim).
+// registry's controllers read (caches/cachetrim).
 //
 // A controller's constructor must ask the shared informer factory for every informer it
 // needs before it returns: the app starts the factory once, after all constructors ran,
@@ -24,6 +24,7 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/component-base/featuregate"
 )
 
 // Controller is one control loop, built by its Constructor but not yet running. The
@@ -66,6 +67,13 @@ type Descriptor struct {
 	// keep of a pod its metadata and what some controller declares here (see PodField).
 	PodFields      []PodField
 	PodAnnotations []string
+	// FeatureGates are the gates of Kubernetes' pkg/features the controller reads (see
+	// FeatureGate); --feature-gates offers every registered controller's.
+	FeatureGates []FeatureGate
+	// RequiredFeatureGates, each among FeatureGates, must all be on for the controller to
+	// run, as upstream's requiredFeatureGates: with one off, Build returns no controller
+	// and the app skips it.
+	RequiredFeatureGates []featuregate.Feature
 	// DisabledByDefault controllers run only when --controllers names them.
 	DisabledByDefault bool
 	// New builds the controller.
@@ -127,11 +135,12 @@ type Registry struct {
 
 // NewRegistry validates the descriptors and returns a registry. It fails on an invalid
 // or duplicate name, a duplicate alias, an alias that is also a name, a missing
-// constructor, a ServiceAccount shared or named like upstream's, a wildcard rule or a pod
-// field outside the vocabulary: all programming errors, reported with the offending name.
+// constructor, a ServiceAccount shared or named like upstream's, a wildcard rule, a pod
+// field outside the vocabulary or a feature gate declared twice differently: all programming errors, reported with the offending name.
 func NewRegistry(descriptors ...Descriptor) (*Registry, error) {
 	r := &Registry{descriptors: map[string]Descriptor{}, aliases: map[string]string{}}
 	accounts := map[string]string{} // ServiceAccount -> controller
+	gates := map[featuregate.Feature]FeatureGate{}
 	for _, d := range descriptors {
 		if !namePattern.MatchString(d.Name) {
 			return nil, fmt.Errorf("controller name %q must match %s", d.Name, namePattern)
@@ -156,6 +165,9 @@ func NewRegistry(descriptors ...Descriptor) (*Registry, error) {
 		if err := validatePodReads(d.PodFields, d.PodAnnotations); err != nil {
 			return nil, fmt.Errorf("controller %q: %w", d.Name, err)
 		}
+		if err := validateFeatureGates(d, gates); err != nil {
+			return nil, fmt.Errorf("controller %q: %w", d.Name, err)
+		}
 		if _, dup := r.descriptors[d.Name]; dup {
 			return nil, fmt.Errorf("controller name %q was registered twice", d.Name)
 		}
@@ -176,6 +188,8 @@ func NewRegistry(descriptors ...Descriptor) (*Registry, error) {
 		d.Caches = slices.Clone(d.Caches)
 		d.PodFields = slices.Clone(d.PodFields)
 		d.PodAnnotations = slices.Clone(d.PodAnnotations)
+		d.FeatureGates = slices.Clone(d.FeatureGates)
+		d.RequiredFeatureGates = slices.Clone(d.RequiredFeatureGates)
 		r.descriptors[d.Name] = d
 	}
 	return r, nil

@@ -2,10 +2,13 @@ package options
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/version"
 	basecompatibility "k8s.io/component-base/compatibility"
 	"k8s.io/component-base/featuregate"
@@ -14,43 +17,12 @@ import (
 	"github.com/mini-kcm/mini-kcm/controllers"
 )
 
-// The gates of Kubernetes' pkg/features that mini-kcm's controllers honour, under
-// upstream's names so that a kube-controller-manager --feature-gates value means the
-// same here.
-const (
-	// PodDeletionCost ranks pods by their pod-deletion-cost annotation on scale-down.
-	PodDeletionCost featuregate.Feature = "PodDeletionCost"
-	// DeploymentReplicaSetTerminatingReplicas reports status.terminatingReplicas.
-	DeploymentReplicaSetTerminatingReplicas featuregate.Feature = "DeploymentReplicaSetTerminatingReplicas"
-	// StaleControllerConsistencyReplicaSet holds ReplicaSet syncs back until the
-	// informers have seen the controller's own writes.
-	StaleControllerConsistencyReplicaSet featuregate.Feature = "StaleControllerConsistencyReplicaSet"
-)
-
 // emulatedVersion is the Kubernetes version whose gate defaults mini-kcm has: the one
 // whose behaviour it clones.
 var emulatedVersion = version.MajorMinor(1, 37)
 
-// controllerFeatureGates returns the controllers' gates with the history that
-// Kubernetes v1.37.2 declares for them (pkg/features/kube_features.go). All three are
-// beta and on at 1.37; none is locked, so each can be turned off.
-func controllerFeatureGates() map[featuregate.Feature]featuregate.VersionedSpecs {
-	return map[featuregate.Feature]featuregate.VersionedSpecs{
-		PodDeletionCost: {
-			{Version: version.MustParse("1.21"), Default: false, PreRelease: featuregate.Alpha},
-			{Version: version.MustParse("1.22"), Default: true, PreRelease: featuregate.Beta},
-		},
-		DeploymentReplicaSetTerminatingReplicas: {
-			{Version: version.MustParse("1.33"), Default: false, PreRelease: featuregate.Alpha},
-			{Version: version.MustParse("1.35"), Default: true, PreRelease: featuregate.Beta},
-		},
-		StaleControllerConsistencyReplicaSet: {
-			{Version: version.MustParse("1.36"), Default: true, PreRelease: featuregate.Beta},
-		},
-	}
-}
-
-// FeatureGateOptions holds --feature-gates: the controllers' gates and component-base's
+// FeatureGateOptions holds --feature-gates: the gates the registered controllers declare
+// in their descriptors (controllers.FeatureGate) and component-base's
 // logging gates (ContextualLogging, LoggingAlphaOptions, LoggingBetaOptions), which
 // guard logging flags such as --log-text-split-stream.
 type FeatureGateOptions struct {
@@ -67,25 +39,30 @@ type FeatureGateOptions struct {
 	// gate defaults the controllers have, --min-compatibility-version the oldest
 	// version the gates must stay compatible with. Like Gate, it is these options' own.
 	versions basecompatibility.ComponentGlobalsRegistry
+	// controllerGates are the controllers' gates added to Gate. (Gate.GetAll would not
+	// do: it omits the gates that do not exist yet at the emulated version.)
+	controllerGates sets.Set[featuregate.Feature]
 }
 
-// NewFeatureGateOptions returns every gate at its Kubernetes v1.37 default.
+// NewFeatureGateOptions returns the logging gates at their Kubernetes v1.37 defaults;
+// AddFlags adds the controllers' gates from the registry.
 func NewFeatureGateOptions() *FeatureGateOptions {
 	gate := featuregate.NewVersionedFeatureGate(emulatedVersion)
-	// Both sets are fixed at compile time; failing to add them is a programming error.
-	utilruntime.Must(gate.AddVersioned(controllerFeatureGates()))
+	// The set is fixed at compile time; failing to add it is a programming error.
 	utilruntime.Must(logsapi.AddFeatureGates(gate))
 	// Emulation reaches three minor versions back, as kube-controller-manager's.
 	floor := emulatedVersion.SubtractMinor(3)
 	versions := basecompatibility.NewComponentGlobalsRegistry()
 	utilruntime.Must(versions.Register(basecompatibility.DefaultKubeComponent,
 		basecompatibility.NewEffectiveVersion(emulatedVersion, false, floor, floor), gate))
-	return &FeatureGateOptions{Gate: gate, value: gate, versions: versions}
+	return &FeatureGateOptions{Gate: gate, value: gate, versions: versions, controllerGates: sets.New[featuregate.Feature]()}
 }
 
-// AddFlags adds --feature-gates, --emulated-version and --min-compatibility-version to
-// fs. The gate accepts no new gates afterwards.
-func (o *FeatureGateOptions) AddFlags(fs *pflag.FlagSet) {
+// AddFlags adds the gates of reg's controllers to the gate, and --feature-gates,
+// --emulated-version and --min-compatibility-version to fs. The gate accepts no new
+// gates afterwards.
+func (o *FeatureGateOptions) AddFlags(fs *pflag.FlagSet, reg *controllers.Registry) {
+	o.addControllerGates(reg)
 	o.Gate.Close()
 	// The registry's own --feature-gates takes "component:gate=value" pairs for the
 	// several components of an apiserver; mini-kcm has one, so it keeps its own flag
@@ -118,12 +95,28 @@ func (o *FeatureGateOptions) Validate() []error {
 	return errs
 }
 
-// ApplyTo resolves the controllers' gates into their configuration.
-func (o *FeatureGateOptions) ApplyTo(cfg *controllers.Config) {
-	cfg.Features = controllers.Features{
-		PodDeletionCost:                         o.Gate.Enabled(PodDeletionCost),
-		DeploymentReplicaSetTerminatingReplicas: o.Gate.Enabled(DeploymentReplicaSetTerminatingReplicas),
-		StaleControllerConsistencyReplicaSet:    o.Gate.Enabled(StaleControllerConsistencyReplicaSet),
+// ApplyTo resolves the gates of reg's controllers into their configuration.
+func (o *FeatureGateOptions) ApplyTo(cfg *controllers.Config, reg *controllers.Registry) {
+	o.addControllerGates(reg)
+	cfg.Features = controllers.Features{}
+	for name := range reg.FeatureGates() {
+		cfg.Features[name] = o.Gate.Enabled(name)
+	}
+}
+
+// addControllerGates adds the gates of reg's controllers that the gate does not know
+// yet. The registry is compiled in and has validated its gates, so failing to add them
+// is a programming error (as adding one after AddFlags closed the gate).
+func (o *FeatureGateOptions) addControllerGates(reg *controllers.Registry) {
+	missing := map[featuregate.Feature]featuregate.VersionedSpecs{}
+	for name, specs := range reg.FeatureGates() {
+		if !o.controllerGates.Has(name) {
+			missing[name] = specs
+		}
+	}
+	if len(missing) > 0 {
+		utilruntime.Must(o.Gate.AddVersioned(missing))
+		o.controllerGates.Insert(slices.Collect(maps.Keys(missing))...)
 	}
 }
 

@@ -2,10 +2,13 @@ package options
 
 import (
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
+	"k8s.io/component-base/featuregate"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	_ "k8s.io/component-base/logs/json/register" // --logging-format=json, as in the binary
 
@@ -26,10 +29,22 @@ func parseError(t *testing.T, args ...string) error {
 }
 
 // allFeatures is every controller gate on, Kubernetes v1.37's default.
-var allFeatures = controllers.Features{
-	PodDeletionCost:                         true,
-	DeploymentReplicaSetTerminatingReplicas: true,
-	StaleControllerConsistencyReplicaSet:    true,
+var allFeatures = features(PodDeletionCost, DeploymentReplicaSetTerminatingReplicas, StaleControllerConsistencyReplicaSet)
+
+// The gates testRegistry's controllers declare.
+const (
+	PodDeletionCost                         featuregate.Feature = "PodDeletionCost"
+	DeploymentReplicaSetTerminatingReplicas featuregate.Feature = "DeploymentReplicaSetTerminatingReplicas"
+	StaleControllerConsistencyReplicaSet    featuregate.Feature = "StaleControllerConsistencyReplicaSet"
+)
+
+// features returns the state of testRegistry's gates with exactly those of on on.
+func features(on ...featuregate.Feature) controllers.Features {
+	f := controllers.Features{}
+	for _, name := range []featuregate.Feature{PodDeletionCost, DeploymentReplicaSetTerminatingReplicas, StaleControllerConsistencyReplicaSet} {
+		f[name] = slices.Contains(on, name)
+	}
+	return f
 }
 
 func TestFeatureGatesTurnControllerFeaturesOff(t *testing.T) {
@@ -40,13 +55,13 @@ func TestFeatureGatesTurnControllerFeaturesOff(t *testing.T) {
 	}{
 		{"defaults are Kubernetes 1.37's: all on", "", allFeatures},
 		{"PodDeletionCost off", "PodDeletionCost=false",
-			controllers.Features{DeploymentReplicaSetTerminatingReplicas: true, StaleControllerConsistencyReplicaSet: true}},
+			features(DeploymentReplicaSetTerminatingReplicas, StaleControllerConsistencyReplicaSet)},
 		{"DeploymentReplicaSetTerminatingReplicas off", "DeploymentReplicaSetTerminatingReplicas=false",
-			controllers.Features{PodDeletionCost: true, StaleControllerConsistencyReplicaSet: true}},
+			features(PodDeletionCost, StaleControllerConsistencyReplicaSet)},
 		{"StaleControllerConsistencyReplicaSet off", "StaleControllerConsistencyReplicaSet=false",
-			controllers.Features{PodDeletionCost: true, DeploymentReplicaSetTerminatingReplicas: true}},
-		{"AllBeta=false turns every beta gate off, as upstream", "AllBeta=false", controllers.Features{}},
-		{"an explicit gate wins over AllBeta", "AllBeta=false,PodDeletionCost=true", controllers.Features{PodDeletionCost: true}},
+			features(PodDeletionCost, DeploymentReplicaSetTerminatingReplicas)},
+		{"AllBeta=false turns every beta gate off, as upstream", "AllBeta=false", features()},
+		{"an explicit gate wins over AllBeta", "AllBeta=false,PodDeletionCost=true", features(PodDeletionCost)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -59,7 +74,7 @@ func TestFeatureGatesTurnControllerFeaturesOff(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cfg.Controllers.Features != tc.want {
+			if !maps.Equal(cfg.Controllers.Features, tc.want) {
 				t.Errorf("features = %+v, want %+v", cfg.Controllers.Features, tc.want)
 			}
 		})
@@ -166,15 +181,15 @@ func TestEmulatedVersionGivesTheGateDefaultsOfThatVersion(t *testing.T) {
 		{"1.37, the default", []string{"--emulated-version=1.37"}, allFeatures, ""},
 		// DeploymentReplicaSetTerminatingReplicas turned beta in 1.35 and
 		// StaleControllerConsistencyReplicaSet appeared in 1.36.
-		{"1.34 has only PodDeletionCost on", []string{"--emulated-version=1.34"}, controllers.Features{PodDeletionCost: true}, ""},
+		{"1.34 has only PodDeletionCost on", []string{"--emulated-version=1.34"}, features(PodDeletionCost), ""},
 		{"an explicit gate wins over the emulated default",
 			[]string{"--emulated-version=kube=1.34", "--feature-gates=DeploymentReplicaSetTerminatingReplicas=true"},
-			controllers.Features{PodDeletionCost: true, DeploymentReplicaSetTerminatingReplicas: true}, ""},
-		{"more than three versions back", []string{"--emulated-version=1.33"}, controllers.Features{},
+			features(PodDeletionCost, DeploymentReplicaSetTerminatingReplicas), ""},
+		{"more than three versions back", []string{"--emulated-version=1.33"}, features(),
 			"emulation version 1.33 is not between [1.34, 1.37"},
 		{"a minimum compatibility above the emulated version", []string{"--emulated-version=1.35", "--min-compatibility-version=1.36"},
-			controllers.Features{}, "minCompatibilityVersion version 1.36 is not between [1.34, 1.35]"},
-		{"an unknown component", []string{"--emulated-version=wardle=1.2"}, controllers.Features{},
+			features(), "minCompatibilityVersion version 1.36 is not between [1.34, 1.35]"},
+		{"an unknown component", []string{"--emulated-version=wardle=1.2"}, features(),
 			"--emulated-version, --min-compatibility-version: component not registered: wardle"},
 	}
 	for _, tc := range tests {
@@ -189,7 +204,7 @@ func TestEmulatedVersionGivesTheGateDefaultsOfThatVersion(t *testing.T) {
 				}
 			case err != nil:
 				t.Fatal(err)
-			case cfg.Controllers.Features != tc.want:
+			case !maps.Equal(cfg.Controllers.Features, tc.want):
 				t.Errorf("features = %+v, want %+v", cfg.Controllers.Features, tc.want)
 			}
 		})

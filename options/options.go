@@ -60,7 +60,7 @@ func NewOptions() *Options {
 func (o *Options) Flags(reg *controllers.Registry) cliflag.NamedFlagSets {
 	var fss cliflag.NamedFlagSets
 	o.Generic.AddFlags(fss.FlagSet("generic"), reg)
-	o.FeatureGates.AddFlags(fss.FlagSet("generic"))
+	o.FeatureGates.AddFlags(fss.FlagSet("generic"), reg)
 	o.LeaderElection.AddFlags(fss.FlagSet("leader election"))
 	o.Sharding.AddFlags(fss.FlagSet("sharding"))
 	o.Serving.AddFlags(fss.FlagSet("secure serving"), fss.FlagSet("authentication"), fss.FlagSet("authorization"))
@@ -133,7 +133,7 @@ func (o *Options) Config(reg *controllers.Registry) (*Config, error) {
 	for _, name := range o.controllerNames(reg) {
 		c.Controllers.Options[name] = o.Controllers[name]
 	}
-	o.FeatureGates.ApplyTo(&c.Controllers)
+	o.FeatureGates.ApplyTo(&c.Controllers, reg)
 	return c, nil
 }
 

@@ -149,7 +149,7 @@ func TestFlagsAreAppliedToConfig(t *testing.T) {
 			"deployment-controller": withWorkers(deployment.NewOptions, 3),
 			"endpoints-controller":  &endpoints.Options{ConcurrentSyncs: 4, UpdatesBatchPeriod: 500 * time.Millisecond},
 		},
-		Features: controllers.Features{DeploymentReplicaSetTerminatingReplicas: true, StaleControllerConsistencyReplicaSet: true},
+		Features: features(DeploymentReplicaSetTerminatingReplicas, StaleControllerConsistencyReplicaSet),
 	}
 	if !reflect.DeepEqual(cfg.Controllers, want) {
 		t.Errorf("controllers config = %+v, want %+v", cfg.Controllers, want)

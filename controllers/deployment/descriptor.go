@@ -39,7 +39,8 @@ func Descriptor() controllers.Descriptor {
 			{Group: "apps", Resource: "deployments"}, {Group: "apps", Resource: "replicasets"}, {Resource: "pods"},
 		},
 		// The Recreate strategy waits until no old pod runs.
-		PodFields: []controllers.PodField{controllers.PodPhase},
+		PodFields:    []controllers.PodField{controllers.PodPhase},
+		FeatureGates: []controllers.FeatureGate{controllers.DeploymentReplicaSetTerminatingReplicas},
 	}
 }
 

@@ -18,7 +18,7 @@ func TestDeploymentReportsTerminatingReplicasOnlyWithTheirGate(t *testing.T) {
 	}{
 		{"DeploymentReplicaSetTerminatingReplicas on: the ReplicaSets' counts summed", allFeatures, new(int32(2))},
 		{"DeploymentReplicaSetTerminatingReplicas off: unset",
-			controllers.Features{PodDeletionCost: true, StaleControllerConsistencyReplicaSet: true}, nil},
+			featuresWithout(controllers.DeploymentReplicaSetTerminatingReplicas), nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 
+	"github.com/mini-kcm/mini-kcm/controllers"
 	"github.com/mini-kcm/mini-kcm/controllers/deployment/rollout"
 )
 
@@ -45,7 +46,7 @@ func (c *Controller) calculateStatus(allRSs []*appsv1.ReplicaSet, newRS *appsv1.
 		UnavailableReplicas: unavailable,
 		CollisionCount:      d.Status.CollisionCount,
 	}
-	if c.features.DeploymentReplicaSetTerminatingReplicas {
+	if c.features.Enabled(controllers.DeploymentReplicaSetTerminatingReplicas) {
 		status.TerminatingReplicas = rollout.SumTerminatingReplicas(allRSs)
 	}
 	// Copy, so that setting conditions below cannot write through to d.Status.

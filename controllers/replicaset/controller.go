@@ -134,7 +134,7 @@ func NewController(ctx context.Context, rsInformer appsinformers.ReplicaSetInfor
 	}
 	c.queue = queueworker.NewQueue("replicaset", Name, c.syncReplicaSet, queueworker.Retry{Quiet: isStaleCache})
 	podControl := &podcontrol.Real{Client: client, Recorder: recorder}
-	if features.StaleControllerConsistencyReplicaSet {
+	if features.Enabled(StaleControllerConsistencyReplicaSet) {
 		c.consistency = newConsistencyGuard(map[schema.GroupResource]resourceVersionReader{
 			podsResource:        podInformer.Informer().GetStore(),
 			replicaSetsResource: rsInformer.Informer().GetStore(),

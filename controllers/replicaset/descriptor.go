@@ -47,6 +47,9 @@ func Descriptor() controllers.Descriptor {
 			controllers.PodInitContainerStatusRestartCounts,
 		},
 		PodAnnotations: []string{podranking.DeletionCostAnnotation},
+		FeatureGates: []controllers.FeatureGate{
+			PodDeletionCost, controllers.DeploymentReplicaSetTerminatingReplicas, StaleControllerConsistencyReplicaSet,
+		},
 	}
 }
 

@@ -29,7 +29,7 @@ func TestScaleDownHonoursPodDeletionCostOnlyWithItsGate(t *testing.T) {
 	}{
 		{"PodDeletionCost on: the cheap pod goes first", allFeatures, "cheap-old"},
 		{"PodDeletionCost off: the annotation is ignored and the pod ready for less time goes",
-			controllers.Features{DeploymentReplicaSetTerminatingReplicas: true, StaleControllerConsistencyReplicaSet: true}, "young"},
+			featuresWithout(PodDeletionCost), "young"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -61,7 +61,7 @@ func TestTerminatingReplicasAreReportedOnlyWithTheirGate(t *testing.T) {
 		{"DeploymentReplicaSetTerminatingReplicas on: counted", allFeatures, new(int32(1))},
 		// The earlier count is cleared rather than left to go stale, as upstream does.
 		{"DeploymentReplicaSetTerminatingReplicas off: cleared",
-			controllers.Features{PodDeletionCost: true, StaleControllerConsistencyReplicaSet: true}, nil},
+			featuresWithout(controllers.DeploymentReplicaSetTerminatingReplicas), nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,7 +90,7 @@ func TestSyncWaitsForItsOwnWritesOnlyWithStaleControllerConsistencyReplicaSet(t 
 	}{
 		{"StaleControllerConsistencyReplicaSet on: the next sync waits for the cache", allFeatures, true},
 		{"StaleControllerConsistencyReplicaSet off: the next sync runs on the stale cache",
-			controllers.Features{PodDeletionCost: true, DeploymentReplicaSetTerminatingReplicas: true}, false},
+			featuresWithout(StaleControllerConsistencyReplicaSet), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package replicaset
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -42,10 +43,15 @@ type fixture struct {
 }
 
 // allFeatures has every gate the controller honours on, as in Kubernetes v1.37.
-var allFeatures = controllers.Features{
-	PodDeletionCost:                         true,
-	DeploymentReplicaSetTerminatingReplicas: true,
-	StaleControllerConsistencyReplicaSet:    true,
+var allFeatures = featuresWithout()
+
+// featuresWithout returns the gates of the controller's descriptor on, but those of off.
+func featuresWithout(off ...controllers.FeatureGate) controllers.Features {
+	f := controllers.Features{}
+	for _, g := range Descriptor().FeatureGates {
+		f[g.Name] = !slices.ContainsFunc(off, func(o controllers.FeatureGate) bool { return o.Name == g.Name })
+	}
+	return f
 }
 
 // newFixture builds a controller whose clientset holds objects. ReplicaSets and pods

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/mini-kcm/mini-kcm/controllers"
 	"github.com/mini-kcm/mini-kcm/controllers/controllerref"
 	"github.com/mini-kcm/mini-kcm/controllers/podranking"
 	"github.com/mini-kcm/mini-kcm/controllers/podstate"
@@ -89,7 +90,7 @@ func (c *Controller) syncReplicaSet(ctx context.Context, key string) error {
 	// Terminating pods are only counted, never adopted or released: they are ours if
 	// they still say so and still match.
 	var terminatingPods []*v1.Pod
-	if c.features.DeploymentReplicaSetTerminatingReplicas {
+	if c.features.Enabled(controllers.DeploymentReplicaSetTerminatingReplicas) {
 		terminatingPods = filterPods(pods, func(pod *v1.Pod) bool {
 			return podstate.IsTerminating(pod) && metav1.IsControlledBy(pod, rs) && selector.Matches(labels.Set(pod.Labels))
 		})
@@ -104,7 +105,7 @@ func (c *Controller) syncReplicaSet(ctx context.Context, key string) error {
 	// One instant for the status and for the next availability check, so that a pod
 	// counted as not yet available is the one the requeue waits for.
 	now := c.now()
-	newStatus := calculateStatus(rs, activePods, terminatingPods, c.features.DeploymentReplicaSetTerminatingReplicas, manageErr, now)
+	newStatus := calculateStatus(rs, activePods, terminatingPods, c.features.Enabled(controllers.DeploymentReplicaSetTerminatingReplicas), manageErr, now)
 	updatedRS, err := c.updateStatus(ctx, rs, newStatus)
 	if err != nil {
 		// The requeue retries both the status and, if it failed too, the pods.
@@ -186,7 +187,7 @@ func (c *Controller) manageReplicas(ctx context.Context, activePods []*v1.Pod, r
 			// Ranking without siblings only loses the co-location preference.
 			logger.Error(err, "Listing pods of sibling ReplicaSets; ranking without them")
 		}
-		victims := podsToDelete(activePods, relatedPods, count, metav1.NewTime(c.now()), c.features.PodDeletionCost)
+		victims := podsToDelete(activePods, relatedPods, count, metav1.NewTime(c.now()), c.features.Enabled(PodDeletionCost))
 		// Tracking the keys (not just a count) lets a graceful delete, seen first as an
 		// update and then as a delete, count once.
 		c.expectations.ExpectDeletions(logger, key, podKeys(victims))
