@@ -16,9 +16,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
-	"github.com/mini-kcm/mini-kcm/app/cachetrim"
 	"github.com/mini-kcm/mini-kcm/app/clients"
 	"github.com/mini-kcm/mini-kcm/app/serving"
+	"github.com/mini-kcm/mini-kcm/caches/cachetrim"
 	"github.com/mini-kcm/mini-kcm/controllers"
 	"github.com/mini-kcm/mini-kcm/leaderelection"
 	"github.com/mini-kcm/mini-kcm/options"

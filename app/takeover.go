@@ -17,7 +17,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 
-	"github.com/mini-kcm/mini-kcm/app/freshness"
+	"github.com/mini-kcm/mini-kcm/caches/freshness"
 )
 
 var (

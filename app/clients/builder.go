@@ -15,9 +15,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/transport"
 
-	"github.com/mini-kcm/mini-kcm/app/cachetrim"
+	"github.com/mini-kcm/mini-kcm/caches"
+	"github.com/mini-kcm/mini-kcm/caches/cachetrim"
 	"github.com/mini-kcm/mini-kcm/controllers/throttle"
 	"github.com/mini-kcm/mini-kcm/leaderelection"
 )
@@ -145,4 +147,19 @@ func (b Builder) Client(name string) (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("building the Kubernetes client for %q: %w", name, err)
 	}
 	return client, nil
+}
+
+// InformerClient returns the clientset of the shared informers, with name as its user
+// agent: it decodes the cached kinds trimmed (caches.NewInformerClient).
+func (b Builder) InformerClient(name string) (kubernetes.Interface, error) {
+	cfg, err := b.Config(name)
+	if err != nil {
+		return nil, fmt.Errorf("building the Kubernetes client for %q: %w", name, err)
+	}
+	return caches.NewInformerClient(cfg, b.Trimmer)
+}
+
+// CacheTransform returns the shared informers' transform (caches.Transform).
+func (b Builder) CacheTransform() cache.TransformFunc {
+	return caches.Transform(b.Base.ContentType, b.Trimmer)
 }

@@ -15,7 +15,7 @@ import (
 	core "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/mini-kcm/mini-kcm/app/cachetrim"
+	"github.com/mini-kcm/mini-kcm/caches/cachetrim"
 	"github.com/mini-kcm/mini-kcm/controllers"
 )
 
@@ -194,7 +194,7 @@ func TestSyncFailsAsStaleWhileTheCacheMissesOurLastWrite(t *testing.T) {
 	}
 }
 
-// The shared informers trim pods (app/cachetrim) to the fields the controllers declare;
+// The shared informers trim pods (caches/cachetrim) to the fields the controllers declare;
 // every field the library reads must be among this controller's own declarations, or
 // slices would silently lose hostnames, named ports, sidecar ports or addresses. The
 // slices for pods trimmed to those alone and for untrimmed pods must be the same.

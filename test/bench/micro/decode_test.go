@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/kubernetes/scheme"
 
-	"github.com/mini-kcm/mini-kcm/app/cachetrim"
+	"github.com/mini-kcm/mini-kcm/caches/cachetrim"
 	"github.com/mini-kcm/mini-kcm/controllers/all"
 )
 

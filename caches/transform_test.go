@@ -1,14 +1,13 @@
-package clients
+package caches
 
 import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/mini-kcm/mini-kcm/app/cachetrim"
+	"github.com/mini-kcm/mini-kcm/caches/cachetrim"
 	"github.com/mini-kcm/mini-kcm/controllers/all"
 )
 
@@ -24,8 +23,7 @@ func registryTrimmer(t *testing.T) *cachetrim.Trimmer {
 
 // With JSON the informer client decodes pods whole, and the transform trims them.
 func TestCacheTransformSlimsJSONPodsAndKeepsOtherObjectsWhole(t *testing.T) {
-	trimCachedObject := Builder{Base: &rest.Config{ContentConfig: rest.ContentConfig{ContentType: "application/json"}},
-		Trimmer: registryTrimmer(t)}.CacheTransform()
+	trimCachedObject := Transform("application/json", registryTrimmer(t))
 	managed := []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", ManagedFields: managed, Annotations: map[string]string{"a": "b"}},
@@ -67,8 +65,7 @@ func TestCacheTransformSlimsJSONPodsAndKeepsOtherObjectsWhole(t *testing.T) {
 // With protobuf the informer client's Decoder trimmed the pods already: the transform
 // does not encode and decode them a second time.
 func TestCacheTransformLeavesProtobufPodsToTheDecoder(t *testing.T) {
-	transform := Builder{Base: &rest.Config{ContentConfig: rest.ContentConfig{ContentType: "application/vnd.kubernetes.protobuf"}},
-		Trimmer: registryTrimmer(t)}.CacheTransform()
+	transform := Transform("application/vnd.kubernetes.protobuf", registryTrimmer(t))
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:1"}}},

@@ -1,4 +1,9 @@
-package clients
+// Package caches holds what the shared informers cache and when the cache is fresh:
+// the informers' client, which decodes the cached kinds trimmed to what the registered
+// controllers read (cachetrim) over a connection of its own, the transform that trims
+// what the decoder did not, and the freshness barrier a takeover waits on (freshness).
+// The app wires them; nothing here knows the run mode.
+package caches
 
 import (
 	"context"
@@ -22,20 +27,17 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/transport"
 
-	"github.com/mini-kcm/mini-kcm/app/cachetrim"
+	"github.com/mini-kcm/mini-kcm/caches/cachetrim"
 )
 
-// InformerClient returns the clientset of the shared informers. It decodes pods, and
-// the other kinds the controllers cache, trimmed to what the controllers read (see
-// package cachetrim), so that the informers never spend time and memory on the rest.
-// It must only read: an object it decoded and wrote back would lose what was trimmed.
-// Its requests go over a connection of their own (see informerHTTPClient).
-func (b Builder) InformerClient(name string) (kubernetes.Interface, error) {
-	wrap := func(err error) error { return fmt.Errorf("building the Kubernetes client for %q: %w", name, err) }
-	cfg, err := b.Config(name)
-	if err != nil {
-		return nil, wrap(err)
-	}
+// NewInformerClient returns the clientset of the shared informers from cfg (the
+// process's, with its user agent). It decodes pods, and the other kinds the controllers
+// cache, trimmed by trimmer to what the controllers read (see package cachetrim), so
+// that the informers never spend time and memory on the rest; a nil trimmer decodes
+// whole. It must only read: an object it decoded and wrote back would lose what was
+// trimmed. Its requests go over a connection of their own (see informerHTTPClient).
+func NewInformerClient(cfg *rest.Config, trimmer *cachetrim.Trimmer) (kubernetes.Interface, error) {
+	wrap := func(err error) error { return fmt.Errorf("building the informers' Kubernetes client: %w", err) }
 	httpClient, err := informerHTTPClient(cfg, http2HealthCheck{readIdle: informerReadIdleTimeout, ping: informerPingTimeout})
 	if err != nil {
 		return nil, wrap(err)
@@ -49,7 +51,7 @@ func (b Builder) InformerClient(name string) (kubernetes.Interface, error) {
 		c.GroupVersion, c.APIPath = &gv, apiPath
 		c.NegotiatedSerializer = cachetrim.NegotiatedSerializer{
 			NegotiatedSerializer: rest.CodecFactoryForGeneratedClient(scheme.Scheme, scheme.Codecs).WithoutConversion(),
-			Trimmer:              b.Trimmer,
+			Trimmer:              trimmer,
 		}
 		return rest.RESTClientForConfigAndClient(c, httpClient)
 	}
@@ -64,18 +66,19 @@ func (b Builder) InformerClient(name string) (kubernetes.Interface, error) {
 	return trimmingClientset{Interface: whole, core: corev1client.New(core), apps: appsv1client.New(apps)}, nil
 }
 
-// CacheTransform returns the shared informers' transform, which drops from every cached
+// Transform returns the shared informers' transform, which drops from every cached
 // object what no controller reads: its managedFields, which the informer client's
-// Decoder drops already from protobuf, and for a pod decoded from JSON most of the rest
-// (the trimmer's Trim, which the Decoder did while decoding a protobuf pod).
-func (b Builder) CacheTransform() cache.TransformFunc {
-	decodesTrimmed := b.Base.ContentType == runtime.ContentTypeProtobuf
+// Decoder drops already from protobuf, and for a pod decoded from JSON (contentType, the
+// informer client's) most of the rest (the trimmer's Trim, which the Decoder did while
+// decoding a protobuf pod).
+func Transform(contentType string, trimmer *cachetrim.Trimmer) cache.TransformFunc {
+	decodesTrimmed := contentType == runtime.ContentTypeProtobuf
 	return func(obj any) (any, error) {
 		if accessor, err := meta.Accessor(obj); err == nil && accessor.GetManagedFields() != nil {
 			accessor.SetManagedFields(nil)
 		}
-		if pod, ok := obj.(*corev1.Pod); ok && !decodesTrimmed && b.Trimmer != nil {
-			b.Trimmer.Trim(pod)
+		if pod, ok := obj.(*corev1.Pod); ok && !decodesTrimmed && trimmer != nil {
+			trimmer.Trim(pod)
 		}
 		return obj, nil
 	}
