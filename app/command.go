@@ -80,6 +80,7 @@ Controllers: ` + strings.Join(reg.Names(), ", ") + ".",
 	cliflag.SetUsageAndHelpFunc(cmd, fss, terminalWidth(cmd.OutOrStdout()))
 
 	cmd.AddCommand(newLeaderCommand())
+	cmd.AddCommand(newHandoverCommand(reg))
 	return cmd
 }
 

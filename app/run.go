@@ -119,8 +119,14 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 	if mode.singleLeader() {
 		status.election = &electionStatus{}
 	}
+	// The leader looks for kube-controller-manager running our controllers too.
+	upstream, err := newUpstreamWatch(builder, cfg.EnabledControllers)
+	if err != nil {
+		return err
+	}
 	handler := serving.NewHandler(Version(), serving.NewHealthChecks(syncs, watchdog, probe, ready),
-		cfg.Serving.EnableProfiling, flagz.NamedFlagSetsReader{FlagSets: cfg.Serving.Flags}, status.fields())
+		cfg.Serving.EnableProfiling, flagz.NamedFlagSetsReader{FlagSets: cfg.Serving.Flags},
+		append(status.fields(), upstreamStatusz(upstream)))
 
 	manager := &controllerManager{
 		registry:        reg,
@@ -168,9 +174,9 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 	switch mode.run {
 	case withoutElection:
 		built := manager.addStages(process)
-		err = process.run(ctx, "controllers", func(ctx context.Context) error {
+		err = process.run(ctx, "controllers", whileWatchingUpstream(upstream, func(ctx context.Context) error {
 			return manager.runWorkers(ctx, built)
-		})
+		}))
 	case sharded:
 		// Active-active: the namespaces are cut into shards, and this replica runs the
 		// controllers on its fair share of them; see sharding.Replica.
@@ -211,9 +217,10 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 				standby := newLifecycle("standby")
 				built := manager.addStages(standby)
 				return standby.run(ctx, "election", func(ctx context.Context) error {
-					return campaign(ctx, cfg.RESTConfig, mode, events, watchdog, ready, status.election, func(ctx context.Context) error {
-						return manager.takeOver(ctx, built)
-					})
+					return campaign(ctx, cfg.RESTConfig, mode, events, watchdog, ready, status.election,
+						whileWatchingUpstream(upstream, func(ctx context.Context) error {
+							return manager.takeOver(ctx, built)
+						}))
 				})
 			})
 		})
@@ -223,7 +230,8 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 		// Lease after the term ended.
 		err = process.run(ctx, "election", func(ctx context.Context) error {
 			return campaignUntilShutdown(ctx, func(ctx context.Context) error {
-				return campaign(ctx, cfg.RESTConfig, mode, events, watchdog, ready, status.election, manager.run)
+				return campaign(ctx, cfg.RESTConfig, mode, events, watchdog, ready, status.election,
+					whileWatchingUpstream(upstream, manager.run))
 			})
 		})
 	}

@@ -2,10 +2,36 @@ package options
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
 )
+
+// ControllerList is a set of controllers that a --controllers value is evaluated
+// against: the registry of this binary, or the list of another controller manager
+// (kube-controller-manager's, to read its flags during a hand-over, see package handover).
+type ControllerList interface {
+	// Names returns every canonical name, sorted.
+	Names() []string
+	// Canonical resolves a name or alias; ok is false for an unknown name.
+	Canonical(nameOrAlias string) (name string, ok bool)
+	// DisabledByDefault returns the names "*" does not enable.
+	DisabledByDefault() []string
+}
+
+// EnabledControllers returns, sorted, the canonical names of list's controllers that the
+// --controllers entries turn on, by kube-controller-manager's rules (see
+// controllerEnabled). Entries naming no controller of list are ignored.
+func EnabledControllers(list ControllerList, entries []string) []string {
+	return enabledControllers(list, entries)
+}
+
+// UnknownControllers returns the entries of a --controllers value, other than "*",
+// that name no controller of list, with or without a leading "-".
+func UnknownControllers(list ControllerList, entries []string) []error {
+	return validateControllers(list, entries)
+}
 
 // allOnByDefault is the --controllers entry that enables every controller not marked
 // DisabledByDefault.
@@ -24,7 +50,7 @@ func controllersHelp(reg *controllers.Registry) string {
 // validateControllers checks that every entry of --controllers other than "*" names a
 // known controller or alias, with or without a leading "-". Like upstream, the error
 // quotes the name without its "-", and every unknown name is reported, not just the first.
-func validateControllers(reg *controllers.Registry, entries []string) []error {
+func validateControllers(reg ControllerList, entries []string) []error {
 	var errs []error
 	for _, entry := range entries {
 		if entry == allOnByDefault {
@@ -41,7 +67,7 @@ func validateControllers(reg *controllers.Registry, entries []string) []error {
 // canonicalControllers rewrites aliases in --controllers to canonical names and keeps
 // a leading "-", so that "replicaset,-replicaset-controller" is seen as two entries
 // about the same controller. Unknown names are kept as they are; validation reports them.
-func canonicalControllers(reg *controllers.Registry, entries []string) []string {
+func canonicalControllers(reg ControllerList, entries []string) []string {
 	out := make([]string, len(entries))
 	for i, entry := range entries {
 		name, disable := strings.CutPrefix(entry, "-")
@@ -76,12 +102,12 @@ func controllerEnabled(name string, disabledByDefault bool, entries []string) bo
 
 // enabledControllers returns, sorted, the canonical names of the controllers that
 // --controllers turns on. It assumes the entries were validated.
-func enabledControllers(reg *controllers.Registry, entries []string) []string {
+func enabledControllers(reg ControllerList, entries []string) []string {
 	canonical := canonicalControllers(reg, entries)
+	disabledByDefault := reg.DisabledByDefault()
 	enabled := []string{}
 	for _, name := range reg.Names() {
-		d, _ := reg.Get(name)
-		if controllerEnabled(name, d.DisabledByDefault, canonical) {
+		if controllerEnabled(name, slices.Contains(disabledByDefault, name), canonical) {
 			enabled = append(enabled, name)
 		}
 	}
