@@ -12,7 +12,7 @@ import (
 
 // Descriptors lists every controller compiled into mini-kcm. Each controller package
 // exports func Descriptor() controllers.Descriptor; adding a controller means adding
-// one line here and running make generate.
+// its import and one entry here and running make generate (docs/adding-a-controller.md).
 func Descriptors() []controllers.Descriptor {
 	return []controllers.Descriptor{
 		deployment.Descriptor(),

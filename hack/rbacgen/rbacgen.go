@@ -12,7 +12,10 @@
 //   - fence/rbac.yaml: each account's grant to impersonate itself with the holder extra;
 //   - sharded/fence/policy.yaml, bindings.yaml and rbac.yaml: the fence of the sharded
 //     install, one binding per shard Lease of the overlay (its --shards and Lease name,
-//     read from deploy/sharded/shards-patch.yaml and deploy/base/statefulset.yaml).
+//     read from deploy/sharded/shards-patch.yaml and deploy/base/statefulset.yaml);
+//   - in kind/kind-config.yaml, kind/demo.sh and README.md, the value of
+//     kube-controller-manager's --controllers that leaves mini-kcm's controllers to it
+//     (UpstreamControllers), rewritten in place.
 //
 // `make generate` (go run ./hack/gen-rbac) writes them; Check, run by deploy/'s unit
 // tests, fails when the committed files and the registry disagree.
@@ -125,8 +128,12 @@ func Write(reg *controllers.Registry, deployDir string) error {
 	if err != nil {
 		return err
 	}
+	stamped, err := upstreamControllersStamped(reg, deployDir)
+	if err != nil {
+		return err
+	}
 	files := Generate(reg, sharded)
-	for _, f := range files {
+	for _, f := range append(slices.Clone(files), stamped...) {
 		path := filepath.Join(deployDir, filepath.FromSlash(f.Path))
 		if err := os.WriteFile(path, f.Content, 0o644); err != nil {
 			return fmt.Errorf("writing %s: %w", path, err)
@@ -151,9 +158,13 @@ func Check(reg *controllers.Registry, deployDir string) error {
 	if err != nil {
 		return err
 	}
+	stamped, err := upstreamControllersStamped(reg, deployDir)
+	if err != nil {
+		return err
+	}
 	files := Generate(reg, sharded)
 	var errs []error
-	for _, f := range files {
+	for _, f := range append(slices.Clone(files), stamped...) {
 		got, err := os.ReadFile(filepath.Join(deployDir, filepath.FromSlash(f.Path)))
 		switch {
 		case errors.Is(err, os.ErrNotExist):
