@@ -24,6 +24,7 @@ import (
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/mini-kcm/mini-kcm/controllers/all"
 	"github.com/mini-kcm/mini-kcm/test/controlplane"
 )
 
@@ -79,7 +80,7 @@ func WorkloadNames() []string {
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	var selected []workload
 	for _, w := range allWorkloads() {
-		if len(cfg.Workloads) == 0 || slices.Contains(cfg.Workloads, w.name) {
+		if len(cfg.Workloads) == 0 && !w.optIn || slices.Contains(cfg.Workloads, w.name) {
 			selected = append(selected, w)
 		}
 	}
@@ -178,7 +179,10 @@ func runPhases(ctx context.Context, cfg Config, w workload, impl Implementation,
 
 	begin := time.Now()
 	controllers := w.controllers
-	if controllers == "" {
+	switch {
+	case w.everyController:
+		controllers = strings.Join(all.Registry().Names(), ",")
+	case controllers == "":
 		controllers = benchedControllers()
 	}
 	e.kcm, err = startControllerManager(cp, impl, cfg.Binaries[impl], controllers, run.Settings, logDir)

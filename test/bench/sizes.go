@@ -26,6 +26,10 @@ type Sizes struct {
 	// SliceServicePods is the number of pods of the endpointslices-one-service
 	// workload's one Service.
 	SliceServicePods int `json:"sliceServicePods"`
+	// ScaleDeployments of ScaleReplicas replicas make the scale workload (make
+	// bench-scale), which runs only when named.
+	ScaleDeployments int `json:"scaleDeployments,omitempty"`
+	ScaleReplicas    int `json:"scaleReplicas,omitempty"`
 }
 
 // DefaultSizes returns the sizes of `make bench`.
@@ -40,12 +44,14 @@ func DefaultSizes() Sizes {
 		PodsPerService:     20,
 		CeilingPods:        1000,
 		SliceServicePods:   5000,
+		ScaleDeployments:   100,
+		ScaleReplicas:      300,
 	}
 }
 
 // Scaled multiplies the number of objects of every workload by scale (the pods of the
 // one ReplicaSet, the ReplicaSets, Deployments and Services, the ceiling's pods, the
-// pods of the one big Service); the
+// pods of the one big Service, the scale workload's Deployments); the
 // size of each object stays, so that a larger scale means a larger cluster, not larger
 // applications.
 func (s Sizes) Scaled(scale float64) Sizes {
@@ -56,6 +62,7 @@ func (s Sizes) Scaled(scale float64) Sizes {
 	s.Services = times(s.Services)
 	s.CeilingPods = times(s.CeilingPods)
 	s.SliceServicePods = times(s.SliceServicePods)
+	s.ScaleDeployments = times(s.ScaleDeployments)
 	return s
 }
 

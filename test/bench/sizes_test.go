@@ -7,7 +7,7 @@ func TestScaledMultipliesObjectCountsNotObjectSizes(t *testing.T) {
 	want := Sizes{
 		OneReplicaSetPods: 4000, ManyReplicaSets: 800, ManyReplicaSetPods: 5,
 		Deployments: 60, DeploymentReplicas: 10, Services: 400, PodsPerService: 20, CeilingPods: 4000,
-		SliceServicePods: 20000,
+		SliceServicePods: 20000, ScaleDeployments: 400, ScaleReplicas: 300,
 	}
 	if got != want {
 		t.Errorf("scaled by 4:\n got %+v\nwant %+v", got, want)

@@ -16,11 +16,16 @@ type workload struct {
 	// run runs the measured phases.
 	run func(ctx context.Context, e *env) error
 	// controllers is the --controllers value of both controller managers; empty means
-	// benchedControllers.
-	controllers string
+	// benchedControllers, or every controller of the registry if everyController.
+	controllers     string
+	everyController bool
+	// optIn workloads run only when named (Config.Workloads), never by default: the
+	// scale workload takes an hour or more.
+	optIn bool
 }
 
-// allWorkloads lists the workloads in the order they run.
+// allWorkloads lists the workloads in the order they run (the optIn ones only when
+// named).
 func allWorkloads() []workload {
 	return []workload{
 		oneReplicaSetWorkload(),
@@ -31,5 +36,6 @@ func allWorkloads() []workload {
 		endpointSlicesWorkload(),
 		endpointSlicesOneServiceWorkload(),
 		ceilingWorkload(),
+		scaleWorkload(),
 	}
 }

@@ -1,0 +1,222 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// ScaleReport gathers the rounds of the scale workload (make bench-scale): every rate
+// limit setting, every round, both controller managers in the order of that round,
+// each run on a fresh control plane. Figures are reported as min–max over the rounds.
+type ScaleReport struct {
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	Commit   string    `json:"commit"`
+	// Smoke marks a run too small or too short to answer the issue's targets: its
+	// figures check that the workload works, nothing more.
+	Smoke bool `json:"smoke,omitempty"`
+	// MaxLoad is the highest 1-minute load average a run may start at; a round that
+	// starts above it fails the whole run instead of being reported.
+	MaxLoad float64 `json:"maxLoad"`
+	// Rounds are in the order they ran.
+	Rounds []ScaleRound `json:"rounds"`
+}
+
+// ScaleRound is one round at one rate limit setting.
+type ScaleRound struct {
+	Settings Settings `json:"settings"`
+	Round    int      `json:"round"`
+	// Report holds the scale workload's runs, in the order they ran.
+	Report *Report `json:"report"`
+}
+
+// WriteFiles writes the report as name.json and name.md into dir.
+func (r *ScaleReport) WriteFiles(dir, name string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".json"), append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, name+".md"), []byte(r.Markdown()), 0o644)
+}
+
+// Failed lists the failed runs of every round.
+func (r *ScaleReport) Failed() []string {
+	var failed []string
+	for _, round := range r.Rounds {
+		for _, f := range round.Report.Failed() {
+			failed = append(failed, fmt.Sprintf("round %d at %g/%d: %s", round.Round, round.Settings.QPS, round.Settings.Burst, f))
+		}
+	}
+	return failed
+}
+
+// span is the min–max of one figure over the rounds.
+type span struct {
+	lo, hi float64
+	set    bool
+}
+
+func (s *span) add(v float64) {
+	if !s.set {
+		s.lo, s.hi, s.set = v, v, true
+		return
+	}
+	s.lo, s.hi = min(s.lo, v), max(s.hi, v)
+}
+
+func (s span) format(f string) string {
+	if !s.set {
+		return "–"
+	}
+	if s.lo == s.hi {
+		return fmt.Sprintf(f, s.lo)
+	}
+	return fmt.Sprintf(f+"–"+f, s.lo, s.hi)
+}
+
+// Markdown renders the report: per rate limit setting, a table of every figure as
+// upstream, mini-kcm and their ratio, each min–max over the rounds.
+func (r *ScaleReport) Markdown() string {
+	var b strings.Builder
+	b.WriteString("# mini-kcm and kube-controller-manager v1.37.2 at scale (make bench-scale)\n\n")
+	if r.Smoke {
+		b.WriteString("**Smoke run**: a smaller size and fewer rounds than `make bench-scale` runs; it shows the workload works, not how the two compare at scale.\n\n")
+	}
+	fmt.Fprintf(&b, "Measured %s at `%s` in %s. Every round runs both controller managers, each on a fresh control plane, "+
+		"upstream first in odd rounds and mini-kcm first in even ones; figures are min–max over the rounds, ratios (mini-kcm / upstream) "+
+		"taken within each round. %s\n\n",
+		r.Started.UTC().Format("2006-01-02 15:04 MST"), r.commit(), r.Finished.Sub(r.Started).Round(time.Second), r.loadCheck())
+	if len(r.Rounds) > 0 && len(r.Rounds[0].Report.Workloads) > 0 {
+		fmt.Fprintf(&b, "Workload: %s.\n\n", r.Rounds[0].Report.Workloads[0].Description)
+	}
+	var settings []Settings
+	for _, round := range r.Rounds {
+		if !slices.Contains(settings, round.Settings) {
+			settings = append(settings, round.Settings)
+		}
+	}
+	for _, s := range settings {
+		r.writeSetting(&b, s)
+	}
+	return b.String()
+}
+
+func (r *ScaleReport) loadCheck() string {
+	if r.MaxLoad <= 0 {
+		return "No load check (`--max-load=0`): the load average at the start of each run is shown with its order."
+	}
+	return fmt.Sprintf("A round starting at a 1-minute load average above %g fails the run.", r.MaxLoad)
+}
+
+func (r *ScaleReport) commit() string {
+	if r.Commit != "" {
+		return r.Commit
+	}
+	return "unknown"
+}
+
+// figure is one row of a setting's table.
+type figure struct {
+	name   string
+	format string
+	value  func(run *RunResult) (float64, bool)
+}
+
+func (r *ScaleReport) writeSetting(b *strings.Builder, s Settings) {
+	var runs [][2]*RunResult // upstream, mini-kcm of each complete round
+	var loads, orders []string
+	for _, round := range r.Rounds {
+		if round.Settings != s || len(round.Report.Workloads) == 0 {
+			continue
+		}
+		w := round.Report.Workloads[0]
+		var order []string
+		for _, run := range w.Runs {
+			order = append(order, fmt.Sprintf("%s (load %.1f)", run.Implementation, run.LoadAverage[0]))
+		}
+		orders = append(orders, fmt.Sprintf("round %d: %s", round.Round, strings.Join(order, ", then ")))
+		up, mini := w.run(Upstream), w.run(MiniKCM)
+		if up == nil || mini == nil || up.Error != "" || mini.Error != "" {
+			loads = append(loads, fmt.Sprintf("round %d failed", round.Round))
+			continue
+		}
+		runs = append(runs, [2]*RunResult{up, mini})
+	}
+	fmt.Fprintf(b, "## `--kube-api-qps=%g --kube-api-burst=%d`, %d workers per controller\n\n%s.", s.QPS, s.Burst, s.ConcurrentSyncs, strings.Join(orders, "; "))
+	if len(loads) > 0 {
+		fmt.Fprintf(b, " %s.", strings.Join(loads, "; "))
+	}
+	b.WriteString("\n\n")
+	if len(runs) == 0 {
+		b.WriteString("No complete round.\n\n")
+		return
+	}
+	whole := func(f func(run *RunResult) float64) func(run *RunResult) (float64, bool) {
+		return func(run *RunResult) (float64, bool) { return f(run), true }
+	}
+	figures := []figure{
+		{"whole run: CPU (s)", "%.1f", whole(func(run *RunResult) float64 { return run.CPUSeconds })},
+		{"whole run: peak RSS (MiB)", "%.0f", whole(func(run *RunResult) float64 { return mib(run.PeakRSSBytes) })},
+		{"whole run: peak RssAnon (MiB)", "%.0f", whole(func(run *RunResult) float64 { return mib(run.PeakAnonRSSBytes) })},
+		{"whole run: peak RssFile (MiB)", "%.0f", whole(func(run *RunResult) float64 { return mib(run.PeakFileRSSBytes) })},
+		{"whole run: writes", "%.0f", whole(func(run *RunResult) float64 { return float64(run.Requests.Writes) })},
+		{"whole run: reads", "%.0f", whole(func(run *RunResult) float64 { return float64(run.Requests.Reads) })},
+	}
+	for _, p := range runs[0][1].Phases {
+		if p.Name == "start" {
+			continue
+		}
+		name := p.Name
+		phase := func(f func(p *Phase) float64) func(run *RunResult) (float64, bool) {
+			return func(run *RunResult) (float64, bool) {
+				if p := run.phase(name); p != nil {
+					return f(p), true
+				}
+				return 0, false
+			}
+		}
+		perObject := func(f func(p *Phase) int) func(p *Phase) float64 {
+			return func(p *Phase) float64 { return float64(f(p)) / float64(max(1, p.Objects)) }
+		}
+		figures = append(figures,
+			figure{name + ": converge (s)", "%.1f", phase(func(p *Phase) float64 { return p.ConvergeSeconds })},
+			figure{name + ": CPU (s)", "%.1f", phase(func(p *Phase) float64 { return p.CPUSeconds })},
+			figure{name + ": writes per object", "%.2f", phase(perObject(func(p *Phase) int { return p.Requests.Writes }))},
+			figure{name + ": reads per object", "%.2f", phase(perObject(func(p *Phase) int { return p.Requests.Reads }))},
+		)
+	}
+	b.WriteString("| figure | upstream | mini-kcm | ratio |\n|---|---|---|---|\n")
+	for _, f := range figures {
+		var up, mini, ratio span
+		complete := true
+		for _, pair := range runs {
+			u, okU := f.value(pair[0])
+			m, okM := f.value(pair[1])
+			if !okU || !okM {
+				complete = false
+				break
+			}
+			up.add(u)
+			mini.add(m)
+			if u > 0 {
+				ratio.add(m / u)
+			}
+		}
+		if !complete {
+			continue
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", f.name, up.format(f.format), mini.format(f.format), ratio.format("%.2f"))
+	}
+	b.WriteString("\n")
+}

@@ -1,0 +1,33 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+)
+
+// The scale report gives every figure as min–max over the rounds, with the ratio taken
+// within each round, whatever order the controller managers ran in.
+func TestScaleReportGivesMinMaxOverRoundsAndRatiosWithinEachRound(t *testing.T) {
+	settings := Settings{QPS: 100, Burst: 100, ConcurrentSyncs: 5}
+	run := func(impl Implementation, cpu, converge float64) RunResult {
+		return RunResult{Implementation: impl, Settings: settings, CPUSeconds: cpu,
+			Phases: []Phase{{Name: "start"}, {Name: "create to Available", Objects: 10, ConvergeSeconds: converge}}}
+	}
+	round := func(n int, runs ...RunResult) ScaleRound {
+		return ScaleRound{Settings: settings, Round: n, Report: &Report{Workloads: []WorkloadResult{{Name: "scale", Runs: runs}}}}
+	}
+	r := &ScaleReport{MaxLoad: 3, Rounds: []ScaleRound{
+		round(1, run(Upstream, 10, 20), run(MiniKCM, 5, 10)),
+		round(2, run(MiniKCM, 8, 12), run(Upstream, 16, 24)),
+	}}
+	md := r.Markdown()
+	for _, want := range []string{
+		"| whole run: CPU (s) | 10.0–16.0 | 5.0–8.0 | 0.50 |",
+		"| create to Available: converge (s) | 20.0–24.0 | 10.0–12.0 | 0.50 |",
+		"round 2: mini-kcm (load 0.0), then upstream (load 0.0)",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q:\n%s", want, md)
+		}
+	}
+}
