@@ -16,6 +16,9 @@ import (
 // auditPolicy records every request at Metadata level (user, user agent, verb,
 // resource, response code, timestamps) once the response is complete. The apiserver's
 // own loopback traffic and health probes are left out: they are noise to every test.
+// Writes of Leases are recorded with their bodies, so that a test can rebuild each
+// Lease's history (holder, labels, annotations, resourceVersion) from the log alone and
+// judge every other write against who held which Lease at that moment.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
@@ -24,6 +27,9 @@ rules:
   users: ["system:apiserver"]
 - level: None
   nonResourceURLs: ["/healthz*", "/livez*", "/readyz*", "/version"]
+- level: RequestResponse
+  resources: [{group: coordination.k8s.io, resources: [leases]}]
+  verbs: [create, update, patch, delete, deletecollection]
 - level: Metadata
 `
 

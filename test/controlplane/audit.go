@@ -47,8 +47,11 @@ type AuditEvent struct {
 	ResponseStatus *struct {
 		Code int32 `json:"code"`
 	} `json:"responseStatus"`
-	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
-	StageTimestamp           time.Time `json:"stageTimestamp"`
+	// ResponseObject is the object the apiserver answered with, for the requests the
+	// policy records with their bodies (writes of Leases); nil for the others.
+	ResponseObject           json.RawMessage `json:"responseObject"`
+	RequestReceivedTimestamp time.Time       `json:"requestReceivedTimestamp"`
+	StageTimestamp           time.Time       `json:"stageTimestamp"`
 }
 
 // The audit log's keys for the credential IDs of ServiceAccount tokens, "JTI=<jti>".

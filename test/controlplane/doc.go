@@ -8,7 +8,7 @@
 //     and AddUser for more client-certificate identities, so every mini-kcm replica can
 //     have its own user in RBAC decisions and in the audit log;
 //   - an audit log at Metadata level: user, user agent, verb, resource and timestamps
-//     of every request (ReadAuditLog parses it);
+//     of every request, and the bodies of Lease writes (ReadAuditLog parses it);
 //   - pods that behave as on a real cluster without containers: kube-scheduler binds
 //     them to untainted fake nodes and KWOK marks them Running and Ready with a pod IP,
 //     and finishes their deletion as a kubelet would;

@@ -40,12 +40,12 @@ func ShardTermSpans(t testing.TB, events []controlplane.AuditEvent, namespaces [
 		if !IsReplicaWrite(e) || !want[e.ObjectRef.Namespace] {
 			continue
 		}
-		_, term, ok := strings.Cut(e.UserAgent, "; shard ")
+		term, ok := ParseShardTerm(e.UserAgent)
 		if !ok {
 			t.Errorf("a write without a shard term in its user agent: %s %s by %s (%s)", e.Verb, e.RequestURI, e.User.Username, e.UserAgent)
 			continue
 		}
-		ns, writer := e.ObjectRef.Namespace, e.User.Username+" shard "+strings.TrimSuffix(term, ")")
+		ns, writer := e.ObjectRef.Namespace, term.key(e.User.Username)
 		if spans[ns] == nil {
 			spans[ns] = map[string]*TermSpan{}
 		}
