@@ -3,7 +3,9 @@ package sharding
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,17 +59,20 @@ func TestARecutPausesOnlyTheShardsWhoseRangeMoves(t *testing.T) {
 		for _, ns := range tenants {
 			w := maps.Clone(weights)
 			w[ns] = int64(pods)
-			current := sharding.Imbalance(before.Plan.Loads(w))
+			// The product's Balanced picks the cut the coordinator will make; whether it
+			// is due and what it keeps is computed here.
+			current := imbalanceOf(before.Plan.Cuts, w)
 			candidate := sharding.Balanced(w, shardCount)
 			next := before.Next(before.Number+1, candidate)
+			kept := keptRanges(before.Plan.Cuts, candidate.Cuts)
 			// At least one tenant must be in a kept shard, to be written through the recut.
 			inKept := 0
 			for _, t := range tenants {
-				if !slices.Contains(before.Moved(next), candidate.Shard(t)) {
+				if slices.Contains(kept, shardOf(candidate.Cuts, t)) {
 					inKept++
 				}
 			}
-			if moved := len(before.Moved(next)); current > 1.2 && sharding.Imbalance(candidate.Loads(w))*1.1 < current && moved > 0 && inKept > 0 {
+			if current > 1.2 && imbalanceOf(candidate.Cuts, w)*1.1 < current && len(kept) < shardCount && inKept > 0 {
 				grown, size, want = ns, pods, next
 				break
 			}
@@ -77,7 +82,7 @@ func TestARecutPausesOnlyTheShardsWhoseRangeMoves(t *testing.T) {
 		t.Fatalf("no tenant's growth to 6–60 pods makes a recut that keeps a shard of %s (weights %v); the test needs other tenants",
 			before.Plan, weights)
 	}
-	t.Logf("growing %s to %d pods; the expected cut %s moves shards %v", grown, size, want.Plan, before.Moved(want))
+	t.Logf("growing %s to %d pods; the expected cut %s keeps shards %v", grown, size, want.Plan, keptRanges(before.Plan.Cuts, want.Plan.Cuts))
 	// A plan that just settled may still have a shard released for its new holder:
 	// compare against every shard held.
 	waitForFairShares(t, f, replicas, 2)
@@ -93,25 +98,39 @@ func TestARecutPausesOnlyTheShardsWhoseRangeMoves(t *testing.T) {
 		}
 		return err
 	})
-	t.Logf("recut %s after the scale: epoch %d, %s; shards moved %v", time.Since(recutFrom).Round(time.Second), after.Number, after.Plan, before.Moved(after))
-	if len(before.Moved(after)) == shardCount {
+	// What moved is computed here from the cuts the plan Lease carries, not by the
+	// product's Moved, so that a bug there cannot hide: a shard keeps its range when
+	// both its bounds stay.
+	keptShards := keptRanges(before.Plan.Cuts, after.Plan.Cuts)
+	t.Logf("recut %s after the scale: epoch %d, %s; shards kept %v", time.Since(recutFrom).Round(time.Second), after.Number, after.Plan, keptShards)
+	if len(keptShards) == 0 {
 		t.Fatalf("the recut from %s to %s moved every shard; the test expected %s", before, after, want)
+	}
+	// The recut made the shards more even, by the loads computed here from the pods.
+	final := podsPerNamespace(t, f)
+	if b, a := imbalanceOf(before.Plan.Cuts, final), imbalanceOf(after.Plan.Cuts, final); a >= b {
+		t.Errorf("the recut to %s leaves the shards less even than %s: imbalance %.2f, was %.2f", after.Plan, before.Plan, a, b)
+	} else {
+		t.Logf("imbalance %.2f before the recut, %.2f after it", b, a)
 	}
 
 	// Every kept shard kept its holder and Lease: no release, no new acquire.
 	leasesAfter := shardLeases(t, f)
-	var keptShards []int
-	for shard := range shardCount {
-		if slices.Contains(before.Moved(after), shard) {
-			continue
-		}
-		keptShards = append(keptShards, shard)
+	for _, shard := range keptShards {
 		b, a := leasesBefore[shard], leasesAfter[shard]
 		if ptr.Deref(a.Spec.HolderIdentity, "") != ptr.Deref(b.Spec.HolderIdentity, "") || !a.Spec.AcquireTime.Equal(b.Spec.AcquireTime) ||
 			ptr.Deref(a.Spec.LeaseTransitions, 0) != ptr.Deref(b.Spec.LeaseTransitions, 0) || a.Labels[sharding.LabelEpoch] != b.Labels[sharding.LabelEpoch] {
 			t.Errorf("shard %d's range was kept, but its Lease changed hands: holder %q → %q, acquired %v → %v, transitions %d → %d, label %s → %s",
 				shard, ptr.Deref(b.Spec.HolderIdentity, ""), ptr.Deref(a.Spec.HolderIdentity, ""), b.Spec.AcquireTime, a.Spec.AcquireTime,
 				ptr.Deref(b.Spec.LeaseTransitions, 0), ptr.Deref(a.Spec.LeaseTransitions, 0), b.Labels[sharding.LabelEpoch], a.Labels[sharding.LabelEpoch])
+		}
+	}
+
+	// Every moved shard's Lease carries another label: a holder of its old range can
+	// never take it again.
+	for shard := range shardCount {
+		if b, a := leasesBefore[shard], leasesAfter[shard]; !slices.Contains(keptShards, shard) && a.Labels[sharding.LabelEpoch] == b.Labels[sharding.LabelEpoch] {
+			t.Errorf("shard %d's range moved, but its Lease still carries label %s", shard, a.Labels[sharding.LabelEpoch])
 		}
 	}
 
@@ -132,7 +151,7 @@ func TestARecutPausesOnlyTheShardsWhoseRangeMoves(t *testing.T) {
 	spans := termSpans(t, f, tenants)
 	checked := 0
 	for _, ns := range tenants {
-		if !slices.Contains(keptShards, after.Plan.Shard(ns)) {
+		if !slices.Contains(keptShards, shardOf(after.Plan.Cuts, ns)) {
 			continue
 		}
 		checked++
@@ -147,12 +166,12 @@ func TestARecutPausesOnlyTheShardsWhoseRangeMoves(t *testing.T) {
 					t.Errorf("namespace %s: the writer %q names no term start", ns, s.Writer)
 				} else if !time.UnixMilli(ms).Before(recutFrom) {
 					t.Errorf("namespace %s of kept shard %d: written after the recut by a term that started after it (%s): %s",
-						ns, after.Plan.Shard(ns), time.UnixMilli(ms).Format(time.StampMilli), s.Writer)
+						ns, shardOf(after.Plan.Cuts, ns), time.UnixMilli(ms).Format(time.StampMilli), s.Writer)
 				}
 			}
 		}
 		if len(writers) != 1 {
-			t.Errorf("namespace %s of kept shard %d: %d terms wrote after the recut, want its one term from before: %v", ns, after.Plan.Shard(ns), len(writers), writers)
+			t.Errorf("namespace %s of kept shard %d: %d terms wrote after the recut, want its one term from before: %v", ns, shardOf(after.Plan.Cuts, ns), len(writers), writers)
 		}
 	}
 	if checked == 0 {
@@ -196,4 +215,61 @@ func settledPlan(f *framework.Framework, weights map[string]int64) (sharding.Epo
 		return sharding.Epoch{}, fmt.Errorf("epoch %d has imbalance %.2f; a recut to %.2f is due", active.Number, current, better)
 	}
 	return *active, nil
+}
+
+// The expectations of the recut are computed from docs/sharding.md's definitions, not
+// with the product's Plan methods: a namespace's place is the FNV-1a-64 hash of its
+// name, shard i holds [cut i-1, cut i) (from 0, to 2^64), and a shard's load is its
+// namespaces' pods (an empty namespace weighs 1, as one that will fill).
+
+// shardOf returns the shard of cuts that holds namespace ns.
+func shardOf(cuts []uint64, ns string) int {
+	h := fnv.New64a()
+	h.Write([]byte(ns))
+	hash := h.Sum64()
+	shard := 0
+	for shard < len(cuts) && hash >= cuts[shard] {
+		shard++
+	}
+	return shard
+}
+
+// keptRanges returns the shards whose bounds are the same in both cuts.
+func keptRanges(before, after []uint64) []int {
+	bound := func(cuts []uint64, i int) (uint64, bool) { // cut i, or the end of the space
+		if i < len(cuts) {
+			return cuts[i], false
+		}
+		return 0, true
+	}
+	var kept []int
+	for shard := range min(len(before), len(after)) + 1 {
+		sameStart := shard == 0 || before[shard-1] == after[shard-1]
+		be, bLast := bound(before, shard)
+		ae, aLast := bound(after, shard)
+		if sameStart && be == ae && bLast == aLast {
+			kept = append(kept, shard)
+		}
+	}
+	return kept
+}
+
+// imbalanceOf returns 1 + the largest deviation of a shard's load from the mean, as a
+// fraction of the mean, for the weights of every namespace.
+func imbalanceOf(cuts []uint64, weights map[string]int64) float64 {
+	loads := make([]float64, len(cuts)+1)
+	var total float64
+	for ns, w := range weights {
+		loads[shardOf(cuts, ns)] += float64(max(w, 1))
+		total += float64(max(w, 1))
+	}
+	if total == 0 {
+		return 1
+	}
+	mean := total / float64(len(loads))
+	var deviation float64
+	for _, l := range loads {
+		deviation = max(deviation, math.Abs(l-mean))
+	}
+	return 1 + deviation/mean
 }

@@ -343,10 +343,17 @@ func activeEpoch(t *testing.T, f *framework.Framework) sharding.Epoch {
 // which the replicas' shard terms wrote (first to last accepted write of one holder's
 // term, which its user agent names: "shard 3, epoch 2, term …") never overlap. A
 // namespace that moved from one replica to another and back has three terms, one after
-// the other; two replicas working on it at once would have overlapping ones.
+// the other; two replicas working on it at once would have overlapping ones. Then each
+// accepted write is judged against the shard Leases' history in the same log: made
+// while its replica held its shard's Lease, under the epoch label the Lease carried,
+// for a namespace in that epoch's range (framework.AssertShardWritesByHolders).
 func assertOneWriterAtATime(t *testing.T, f *framework.Framework, tenants []string) {
 	t.Helper()
-	spans := termSpans(t, f, tenants)
+	events, err := f.ControlPlane.ReadAuditLog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spans := framework.ShardTermSpans(t, events, tenants)
 	for _, ns := range tenants {
 		if len(spans[ns]) == 0 {
 			t.Errorf("namespace %s: no replica's write in the audit log", ns)
@@ -354,6 +361,9 @@ func assertOneWriterAtATime(t *testing.T, f *framework.Framework, tenants []stri
 		}
 		framework.AssertTermsDoNotOverlap(t, ns, spans[ns])
 	}
+	framework.AssertShardWritesByHolders(t, events, framework.ShardScope{
+		LeaseNamespace: f.LeaseNamespace, LeaseName: f.LeaseName, Namespaces: tenants,
+	})
 }
 
 // termSpans reads the audit log and returns, per tenant namespace and writer, the span
