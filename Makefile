@@ -176,13 +176,24 @@ demo-node: build control-plane ## deploy/kind's failover demo (deploy/demo/failo
 	MINI_KCM_REQUIRE_NODE=1 MINI_KCM_NODE_BINARY=$(CURDIR)/bin/mini-kcm $(GO) test -count=1 -v -timeout 20m \
 		-run TestTheFailoverDemoScriptRunsOnTheRealNode ./test/e2e/node/
 
-IMAGE ?= mini-kcm:dev
+# The image, tagged with the version: VERSION with "+" (not allowed in an image tag)
+# replaced by "_", as Kubernetes' release images do (v0.0.0-master_abc1234def56 until the
+# first tag). make image builds it, make deploy-image points every install at it.
+IMAGE_REPO ?= mini-kcm
+IMAGE_TAG ?= $(subst +,_,$(VERSION))
+IMAGE ?= $(IMAGE_REPO):$(IMAGE_TAG)
 
 .PHONY: image
-image: check-version ## Build the container image $(IMAGE) with the version stamped in (Docker with BuildKit).
+image: check-version ## Build the container image $(IMAGE) (tagged with the version) with the version stamped in (Docker with BuildKit).
 	@# The build context has no .git: the version information comes in as build arguments.
 	docker build --build-arg VERSION=$(VERSION) --build-arg GIT_COMMIT=$(GIT_COMMIT) \
 		--build-arg GIT_TREE_STATE=$(GIT_TREE_STATE) --build-arg BUILD_DATE=$(BUILD_DATE) -t $(IMAGE) .
+
+.PHONY: deploy-image
+deploy-image: ## Set the one image every install of deploy/ runs (deploy/image/) to $(IMAGE): kustomize edit set image.
+	$(GO) build -C hack/tools/kustomize -o $(CURDIR)/bin/kustomize sigs.k8s.io/kustomize/kustomize/v5
+	cd deploy/image && $(CURDIR)/bin/kustomize edit set image mini-kcm=$(IMAGE)
+	@echo "deploy/, deploy/sharded/ and deploy/static-pod/pod/ now run $(IMAGE)"
 
 .PHONY: kind-demo
 kind-demo: ## Failover demo in a kind cluster (needs Docker, kind and kubectl).

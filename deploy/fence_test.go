@@ -19,7 +19,25 @@ import (
 func fencePolicy(t *testing.T, dir string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
 	t.Helper()
 	m := loadKustomization(t, dir)
-	return only[*admissionregistrationv1.ValidatingAdmissionPolicy](t, m), only[*admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, m)
+	var policy *admissionregistrationv1.ValidatingAdmissionPolicy
+	var binding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	for _, p := range all[*admissionregistrationv1.ValidatingAdmissionPolicy](m) {
+		if p.Name == leaderelection.FencePolicyName {
+			policy = p
+		}
+	}
+	for _, b := range all[*admissionregistrationv1.ValidatingAdmissionPolicyBinding](m) {
+		if b.Spec.PolicyName == leaderelection.FencePolicyName {
+			if binding != nil {
+				t.Fatalf("deploy/%s binds %s twice", dir, leaderelection.FencePolicyName)
+			}
+			binding = b
+		}
+	}
+	if policy == nil || binding == nil {
+		t.Fatalf("deploy/%s has no ValidatingAdmissionPolicy %s and its binding", dir, leaderelection.FencePolicyName)
+	}
+	return policy, binding
 }
 
 // operationOf maps an RBAC verb to the admission operation the apiserver checks.

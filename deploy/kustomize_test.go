@@ -1,6 +1,10 @@
 package deploy
 
 import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,18 +17,26 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/mini-kcm/mini-kcm/leaderelection"
 )
 
-// kustomizations are the directories users apply with `kubectl apply -k`, and the two
-// they are built from that hold manifests of their own (rbac/, fence/,
-// sharded/lease-scope/ and sharded/fence/).
-var kustomizations = []string{".", "base", "sharded", "static-pod", "sample", "fence", "rbac", "sharded/lease-scope", "sharded/fence"}
+// kustomizations are the directories users apply with `kubectl apply -k` (or render,
+// static-pod/pod/), and those they are built from that hold manifests of their own:
+// rbac/ and the Components fence/, lease-scope/ and sharded/fence/ (kustomize builds a
+// Component alone too). monitoring/, whose kinds are the Prometheus Operator's, has
+// tests of its own (monitoring_test.go).
+var kustomizations = []string{".", "base", "sharded", "static-pod", "static-pod/pod", "sample", "fence", "rbac", "lease-scope", "sharded/fence"}
 
-// defaultImage is the image the manifests name until an install overrides it.
+// components are the optional pieces an overlay picks (README.md, "Components"): each
+// is a kustomize Component.
+var components = []string{"fence", "lease-scope", "sharded/fence", "monitoring", "image"}
+
+// defaultImage is the image the manifests name until image/ is set: image/'s newTag on
+// the name mini-kcm.
 const defaultImage = "mini-kcm:dev"
 
 // kustomizeBuild builds the kustomization in dir with the kustomize library kubectl
@@ -68,8 +80,8 @@ func images(m manifests) map[string][]string {
 // install lives in, and runs the replicas from the one image.
 func TestEveryKustomizationBuildsWithKustomize(t *testing.T) {
 	wantNamespace := map[string]string{".": "kube-system", "base": "kube-system", "sharded": "kube-system",
-		"static-pod": "kube-system", "fence": "kube-system", "rbac": "kube-system", "sample": "mini-kcm-demo",
-		"sharded/lease-scope": "kube-system", "sharded/fence": "kube-system"}
+		"static-pod": "kube-system", "static-pod/pod": "kube-system", "fence": "kube-system", "rbac": "kube-system",
+		"sample": "mini-kcm-demo", "lease-scope": "kube-system", "sharded/fence": "kube-system"}
 	for _, dir := range kustomizations {
 		t.Run(dir, func(t *testing.T) {
 			m := loadKustomization(t, dir)
@@ -91,7 +103,7 @@ func TestEveryKustomizationBuildsWithKustomize(t *testing.T) {
 				}
 			}
 			for object, imgs := range images(m) {
-				if strings.HasPrefix(object, "StatefulSet ") && !slices.Equal(imgs, []string{defaultImage}) {
+				if !strings.HasPrefix(object, "Deployment ") && !slices.Equal(imgs, []string{defaultImage}) {
 					t.Errorf("%s runs %v, want [%s]", object, imgs, defaultImage)
 				}
 			}
@@ -192,48 +204,154 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
-// The image is set once: `kustomize edit set image` in base/ reaches deploy/ and
-// deploy/sharded/, and an overlay of the user's own reaches whichever entry point it
-// names. The static pod, no kustomize resource, names the same default image, so the
-// one replacement README.md documents finds it.
-func TestOneImageOverrideReachesEveryInstall(t *testing.T) {
-	const image = "registry.example/mini-kcm:v1.2.3"
-	// What `kustomize edit set image mini-kcm=registry.example/mini-kcm:v1.2.3` writes.
-	const imagesField = "images:\n- name: mini-kcm\n  newName: registry.example/mini-kcm\n  newTag: v1.2.3\n"
+// The image is set once: what `make deploy-image IMAGE=...` (kustomize edit set image,
+// in image/) writes reaches deploy/, deploy/sharded/ and the static pod's rendering;
+// an overlay of the user's own that sets it reaches whichever entry point it names.
+func TestOneImageSettingReachesEveryInstall(t *testing.T) {
+	const image = "registry.example/mini-kcm:v0.0.0-master_0123456789ab"
+	// What `kustomize edit set image mini-kcm=registry.example/mini-kcm:v0.0.0-master_0123456789ab`
+	// writes (checked with kustomize v5.8.1).
+	const imagesField = "images:\n- name: mini-kcm\n  newName: registry.example/mini-kcm\n  newTag: v0.0.0-master_0123456789ab\n"
+	entries := []string{".", "sharded", staticPodDir}
 
-	t.Run("set in base", func(t *testing.T) {
+	t.Run("the Component image/", func(t *testing.T) {
 		deploy := copyDeploy(t, t.TempDir())
-		kustomization := filepath.Join(deploy, "base", "kustomization.yaml")
-		data, err := os.ReadFile(kustomization)
+		component := filepath.Join(deploy, "image", "kustomization.yaml")
+		data, err := os.ReadFile(component)
 		if err != nil {
 			t.Fatal(err)
 		}
-		writeFile(t, kustomization, string(data)+imagesField)
-		for _, entry := range []string{".", "sharded"} {
+		before, _, ok := strings.Cut(string(data), "images:")
+		if !ok {
+			t.Fatalf("image/kustomization.yaml has no images: field")
+		}
+		writeFile(t, component, before+imagesField)
+		for _, entry := range entries {
 			dir := filepath.Join(deploy, entry)
-			sts := only[*appsv1.StatefulSet](t, decodeBuild(t, dir, kustomizeBuild(t, dir)))
-			if got := sts.Spec.Template.Spec.Containers[0].Image; got != image {
-				t.Errorf("deploy/%s runs %s after setting the image in base/, want %s", entry, got, image)
+			for object, imgs := range workloadImages(t, decodeBuild(t, dir, kustomizeBuild(t, dir))) {
+				if !slices.Equal(imgs, []string{image}) {
+					t.Errorf("deploy/%s: %s runs %v after setting image/, want [%s]", entry, object, imgs, image)
+				}
 			}
 		}
 	})
 	t.Run("an overlay", func(t *testing.T) {
 		root := t.TempDir()
 		copyDeploy(t, root)
-		for _, entry := range []string{"deploy", "deploy/sharded"} {
-			overlay := filepath.Join(root, "overlay", filepath.Base(entry))
+		for _, entry := range entries {
+			overlay := filepath.Join(root, "overlay", strings.ReplaceAll(filepath.Join("deploy", entry), "/", "-"))
 			writeFile(t, filepath.Join(overlay, "kustomization.yaml"),
-				"apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- ../../"+entry+"\n"+imagesField)
-			sts := only[*appsv1.StatefulSet](t, decodeBuild(t, overlay, kustomizeBuild(t, overlay)))
-			if got := sts.Spec.Template.Spec.Containers[0].Image; got != image {
-				t.Errorf("an overlay of %s runs %s, want %s", entry, got, image)
+				"apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- ../../deploy/"+entry+"\n"+imagesField)
+			for object, imgs := range workloadImages(t, decodeBuild(t, overlay, kustomizeBuild(t, overlay))) {
+				if !slices.Equal(imgs, []string{image}) {
+					t.Errorf("an overlay of deploy/%s: %s runs %v, want [%s]", entry, object, imgs, image)
+				}
 			}
 		}
 	})
-	t.Run("the static pod", func(t *testing.T) {
-		pod := podsUnderTest(t)["static pod"]
-		if got := pod.Containers[0].Image; got != defaultImage {
-			t.Errorf("%s names %s, want the image of the other installs, %s", staticPodFile, got, defaultImage)
+}
+
+// workloadImages is images of the StatefulSet and of the static Pod, failing when m
+// runs neither.
+func workloadImages(t *testing.T, m manifests) map[string][]string {
+	t.Helper()
+	found := images(m)
+	for _, p := range all[*corev1.Pod](m) {
+		for _, c := range p.Spec.Containers {
+			found["Pod "+p.Name] = append(found["Pod "+p.Name], c.Image)
 		}
-	})
+	}
+	if len(found) == 0 {
+		t.Fatal("the build runs no StatefulSet and no Pod")
+	}
+	return found
+}
+
+// Every optional piece is a kustomize Component (kind Component, apiVersion
+// kustomize.config.k8s.io/v1alpha1), so that an overlay picks it with components:
+// rather than by editing resources lists; and every combination README.md names builds.
+func TestOptionalPiecesAreComponentsAndEveryCombinationBuilds(t *testing.T) {
+	for _, dir := range components {
+		data, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var k kustomization
+		if err := utilyaml.UnmarshalStrict(data, &k); err != nil {
+			t.Fatalf("%s/kustomization.yaml: %v", dir, err)
+		}
+		if k.Kind != "Component" || k.APIVersion != "kustomize.config.k8s.io/v1alpha1" {
+			t.Errorf("%s is a %s %s, want a kustomize.config.k8s.io/v1alpha1 Component", dir, k.APIVersion, k.Kind)
+		}
+	}
+	// The combinations of README.md, "Components": each entry point as shipped, with
+	// monitoring/ added, and the single-leader install without the apiserver's fence.
+	for _, tc := range []struct {
+		entry      string
+		components []string
+		// policies are the ValidatingAdmissionPolicies the build must hold.
+		policies []string
+		kinds    []string
+	}{
+		{entry: "deploy", components: []string{"monitoring"},
+			policies: []string{"mini-kcm-lease-fence", "mini-kcm-lease-scope"}, kinds: []string{"PodMonitor", "PrometheusRule"}},
+		{entry: "deploy/sharded", components: []string{"monitoring"},
+			policies: []string{"mini-kcm-shard-fence", "mini-kcm-lease-scope"}, kinds: []string{"PodMonitor", "PrometheusRule"}},
+		{entry: "deploy/base", components: []string{"lease-scope"}, policies: []string{"mini-kcm-lease-scope"}},
+		{entry: "deploy/base", components: []string{"lease-scope", "monitoring"},
+			policies: []string{"mini-kcm-lease-scope"}, kinds: []string{"PodMonitor", "PrometheusRule"}},
+	} {
+		name := tc.entry + "+" + strings.Join(tc.components, "+")
+		t.Run(name, func(t *testing.T) {
+			root := t.TempDir()
+			copyDeploy(t, root)
+			overlay := filepath.Join(root, "overlay")
+			var b strings.Builder
+			b.WriteString("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- ../" + tc.entry + "\ncomponents:\n")
+			for _, c := range tc.components {
+				b.WriteString("- ../deploy/" + c + "\n")
+			}
+			writeFile(t, filepath.Join(overlay, "kustomization.yaml"), b.String())
+			objects := kindsAndNames(t, kustomizeBuild(t, overlay))
+			for _, kind := range tc.kinds {
+				if len(objects[kind]) == 0 {
+					t.Errorf("the build of %s has no %s", name, kind)
+				}
+			}
+			for _, policy := range tc.policies {
+				if !slices.Contains(objects["ValidatingAdmissionPolicy"], policy) {
+					t.Errorf("the build of %s has no ValidatingAdmissionPolicy %s, only %v", name, policy, objects["ValidatingAdmissionPolicy"])
+				}
+			}
+		})
+	}
+}
+
+// kindsAndNames lists the objects of a kustomize build by kind, without decoding them
+// into types (the Prometheus Operator's kinds have none here).
+func kindsAndNames(t *testing.T, build []byte) map[string][]string {
+	t.Helper()
+	found := map[string][]string{}
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(build)))
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			return found
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var obj struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		}
+		if err := utilyaml.Unmarshal(doc, &obj); err != nil {
+			t.Fatal(err)
+		}
+		if obj.Kind != "" {
+			found[obj.Kind] = append(found[obj.Kind], obj.Metadata.Name)
+		}
+	}
 }

@@ -15,10 +15,10 @@ import (
 	"github.com/mini-kcm/mini-kcm/sharding"
 )
 
-// leaseScopePolicyName names the policy and binding of sharded/lease-scope/.
+// leaseScopePolicyName names the policy and binding of lease-scope/.
 const leaseScopePolicyName = "mini-kcm-lease-scope"
 
-// leaseScope is the sharded install's lease-scope policy, compiled the way the
+// leaseScope is an install's lease-scope policy, compiled the way the
 // apiserver evaluates it: its match condition and its one validation, over the request
 // variable (only the fields the expressions read are set).
 type leaseScope struct {
@@ -27,9 +27,9 @@ type leaseScope struct {
 	matches, validates, explains cel.Program
 }
 
-func loadLeaseScope(t *testing.T) leaseScope {
+func loadLeaseScope(t *testing.T, dir string) leaseScope {
 	t.Helper()
-	m := loadKustomization(t, "sharded")
+	m := loadKustomization(t, dir)
 	var ls leaseScope
 	for _, p := range all[*admissionregistrationv1.ValidatingAdmissionPolicy](m) {
 		if p.Name == leaseScopePolicyName {
@@ -42,7 +42,7 @@ func loadLeaseScope(t *testing.T) leaseScope {
 		}
 	}
 	if ls.policy == nil || ls.binding == nil {
-		t.Fatalf("deploy/sharded/ has no ValidatingAdmissionPolicy and binding %s", leaseScopePolicyName)
+		t.Fatalf("deploy/%s has no ValidatingAdmissionPolicy and binding %s", dir, leaseScopePolicyName)
 	}
 	if len(ls.policy.Spec.MatchConditions) != 1 || len(ls.policy.Spec.Validations) != 1 {
 		t.Fatalf("policy %s: %d match conditions and %d validations, want one of each", ls.policy.Name,
@@ -93,60 +93,88 @@ func (ls leaseScope) admits(t *testing.T, user string, op admissionregistrationv
 	return false, fmt.Sprint(eval(ls.explains))
 }
 
-// The sharded install keeps its replicas to their own Leases: every Lease write the
-// single leader and the shard protocol make (the names of --leader-elect-resource-name)
-// passes the lease-scope policy, and the same writes of any other Lease, which the
-// sharded Role allows, are refused, kube-controller-manager's and kube-scheduler's
-// first; users other than the replicas' ServiceAccount are not its business.
-func TestShardedReplicasMayWriteOnlyTheLeasesOfTheirOwnName(t *testing.T) {
-	ls := loadLeaseScope(t)
+// leaseScopeInstalls are the installs and the identity their replicas write Leases as:
+// the StatefulSet's ServiceAccount, or the static pod's certificate user.
+var leaseScopeInstalls = []struct {
+	dir string
+	// user is the replicas' user name; "" means the StatefulSet's ServiceAccount.
+	user string
+	// subject is how the install's bindings name that user.
+	subject rbacv1.Subject
+	// writes are the Lease writes the install's RBAC allows on any Lease name.
+	writes []admissionregistrationv1.OperationType
+}{
+	{dir: ".", subject: rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "mini-kcm", Namespace: "kube-system"},
+		writes: []admissionregistrationv1.OperationType{admissionregistrationv1.Create}},
+	{dir: "sharded", subject: rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "mini-kcm", Namespace: "kube-system"},
+		writes: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete}},
+	{dir: "static-pod", user: "mini-kcm", subject: rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "mini-kcm"},
+		writes: []admissionregistrationv1.OperationType{admissionregistrationv1.Create}},
+}
+
+// Every install keeps its replicas to their own Leases: every Lease write the single
+// leader and the shard protocol make (the names of --leader-elect-resource-name) passes
+// the lease-scope policy, and a write of any other Lease that the install's RBAC allows
+// (a create of any name in kube-system, for the sharded Role an update and delete too)
+// is refused, kube-controller-manager's and kube-scheduler's first, whether or not that
+// Lease exists yet. Users other than the replicas' are not the policy's business.
+func TestEveryInstallKeepsItsReplicasToTheirOwnLeases(t *testing.T) {
 	sts := only[*appsv1.StatefulSet](t, loadKustomization(t, "sharded"))
 	container := sts.Spec.Template.Spec.Containers[0]
 	namespace := mustFlag(t, container, "leader-elect-resource-namespace")
 	lease := mustFlag(t, container, "leader-elect-resource-name")
-	user := serviceaccount.MakeUsername(sts.Namespace, sts.Spec.Template.Spec.ServiceAccountName)
+	static := podsUnderTest(t)["static pod"].Containers[0]
+	if mustFlag(t, static, "leader-elect-resource-namespace") != namespace || mustFlag(t, static, "leader-elect-resource-name") != lease {
+		t.Fatalf("the static pod's Lease is not the StatefulSet's %s/%s: the policy names one Lease", namespace, lease)
+	}
 	writes := []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update,
 		admissionregistrationv1.Delete}
-
 	own := []string{lease, sharding.PlanLeaseName(lease), sharding.MemberLeaseName(lease, "mini-kcm-0_0b6a"),
 		sharding.MemberLeaseName(lease, "mini-kcm-2_ffff")}
 	for i := range 64 {
 		own = append(own, sharding.ShardLeaseName(lease, i))
 	}
-	for _, name := range own {
-		for _, op := range writes {
-			if ok, msg := ls.admits(t, user, op, namespace, name); !ok {
-				t.Errorf("the lease-scope policy refuses %s of Lease %s/%s, which the replicas need: %s", op, namespace, name, msg)
-			}
-		}
-	}
 
-	r := loadRBAC(t, "sharded")
-	subject := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: sts.Spec.Template.Spec.ServiceAccountName, Namespace: sts.Namespace}
-	for _, name := range []string{"kube-controller-manager", "kube-scheduler", "cloud-controller-manager",
-		"apiserver-7xq2vbmz4f5ygbdoxqczpszg3u", lease + "x", "x-" + lease, ""} {
-		for _, op := range writes {
-			// The Role alone would allow it (create by name cannot be limited at all).
-			verb := strings.ToLower(string(op))
-			if !r.allows(t, subject, request{verb: verb, group: "coordination.k8s.io", resource: "leases", namespace: namespace, name: name}) {
-				t.Errorf("the sharded Role does not allow %s of Lease %s/%q: the policy is then not needed for it", verb, namespace, name)
+	for _, install := range leaseScopeInstalls {
+		t.Run(install.dir, func(t *testing.T) {
+			ls := loadLeaseScope(t, install.dir)
+			user := install.user
+			if user == "" {
+				user = serviceaccount.MakeUsername(sts.Namespace, sts.Spec.Template.Spec.ServiceAccountName)
 			}
-			ok, msg := ls.admits(t, user, op, namespace, name)
-			if ok {
-				t.Errorf("the lease-scope policy lets %s %s Lease %s/%q", user, op, namespace, name)
-				continue
+			for _, name := range own {
+				for _, op := range writes {
+					if ok, msg := ls.admits(t, user, op, namespace, name); !ok {
+						t.Errorf("the lease-scope policy refuses %s of Lease %s/%s, which the replicas need: %s", op, namespace, name, msg)
+					}
+				}
 			}
-			if !strings.Contains(msg, user) || !strings.Contains(msg, namespace+"/"+name) || !strings.Contains(msg, lease) {
-				t.Errorf("the refusal of %s %s/%q says %q; want the user, the Lease and the names it may write", op, namespace, name, msg)
+			r := loadRBAC(t, install.dir)
+			for _, name := range []string{"kube-controller-manager", "kube-scheduler", "cloud-controller-manager",
+				"apiserver-7xq2vbmz4f5ygbdoxqczpszg3u", lease + "x", "x-" + lease, ""} {
+				for _, op := range writes {
+					verb := strings.ToLower(string(op))
+					allowed := r.allows(t, install.subject, request{verb: verb, group: "coordination.k8s.io", resource: "leases", namespace: namespace, name: name})
+					if want := slices.Contains(install.writes, op); allowed != want {
+						t.Errorf("the RBAC of deploy/%s allows %s of Lease %s/%q: %v, want %v", install.dir, verb, namespace, name, allowed, want)
+					}
+					ok, msg := ls.admits(t, user, op, namespace, name)
+					if ok {
+						t.Errorf("the lease-scope policy lets %s %s Lease %s/%q", user, op, namespace, name)
+						continue
+					}
+					if !strings.Contains(msg, user) || !strings.Contains(msg, namespace+"/"+name) || !strings.Contains(msg, lease) {
+						t.Errorf("the refusal of %s %s/%q says %q; want the user, the Lease and the names it may write", op, namespace, name, msg)
+					}
+				}
 			}
-		}
-	}
-
-	for _, other := range []string{serviceaccount.MakeUsername("kube-system", "mini-kcm-replicaset-controller"),
-		"system:kube-controller-manager", "system:kube-scheduler", "kubernetes-admin", "mini-kcm"} {
-		if ok, msg := ls.admits(t, other, admissionregistrationv1.Update, namespace, "kube-controller-manager"); !ok {
-			t.Errorf("the lease-scope policy refuses a write of %s, which it must not judge: %s", other, msg)
-		}
+			for _, other := range []string{serviceaccount.MakeUsername("kube-system", "mini-kcm-replicaset-controller"),
+				"system:kube-controller-manager", "system:kube-scheduler", "kubernetes-admin", "mini-kcm-other"} {
+				if ok, msg := ls.admits(t, other, admissionregistrationv1.Update, namespace, "kube-controller-manager"); !ok {
+					t.Errorf("the lease-scope policy refuses a write of %s, which it must not judge: %s", other, msg)
+				}
+			}
+		})
 	}
 }
 
@@ -154,7 +182,7 @@ func TestShardedReplicasMayWriteOnlyTheLeasesOfTheirOwnName(t *testing.T) {
 // mini-kcm's replicas only, so that refuses no one else), and is bound cluster-wide
 // with Deny.
 func TestLeaseScopePolicyMatchesEveryLeaseWriteAndDenies(t *testing.T) {
-	ls := loadLeaseScope(t)
+	ls := loadLeaseScope(t, ".")
 	for _, op := range []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update,
 		admissionregistrationv1.Delete} {
 		if !policyMatches(ls.policy, "coordination.k8s.io", "leases", op) {

@@ -33,9 +33,12 @@ import (
 
 // Files that are manifests but not applied through a kustomization.
 const (
-	staticPodFile  = "static-pod/mini-kcm.yaml"
 	kindConfigFile = "kind/kind-config.yaml"
 )
+
+// staticPodDir is the kustomization that renders the static pod's manifest (README.md:
+// kubectl kustomize deploy/static-pod/pod/ > /etc/kubernetes/manifests/mini-kcm.yaml).
+const staticPodDir = "static-pod/pod"
 
 // strictDecoder rejects unknown and duplicated fields, so a misspelt or misplaced field
 // (readinessProbe one level too deep) fails here instead of being dropped by the apiserver.
@@ -47,6 +50,15 @@ type kustomization struct {
 	APIVersion string   `json:"apiVersion"`
 	Kind       string   `json:"kind"`
 	Resources  []string `json:"resources"`
+	// Components are directories of kind Component (fence/, lease-scope/, image/, ...).
+	Components []string `json:"components"`
+	// Images is image/'s transformer: the one image of every install.
+	Images []struct {
+		Name    string `json:"name"`
+		NewName string `json:"newName"`
+		NewTag  string `json:"newTag"`
+		Digest  string `json:"digest"`
+	} `json:"images"`
 	// Patches are JSON patches of the sharded overlay (see sharded_test.go).
 	Patches []struct {
 		Path   string `json:"path"`
@@ -70,7 +82,7 @@ func kustomizeFiles(t *testing.T, dir string) []string {
 		t.Fatalf("decoding %s/kustomization.yaml: %v", dir, err)
 	}
 	var files []string
-	for _, r := range k.Resources {
+	for _, r := range append(k.Resources, k.Components...) {
 		path := filepath.Join(dir, r)
 		info, err := os.Stat(path)
 		if err != nil {
@@ -83,52 +95,6 @@ func kustomizeFiles(t *testing.T, dir string) []string {
 		files = append(files, filepath.Clean(path))
 	}
 	return files
-}
-
-// decodeFile decodes every YAML document of a file into a typed object.
-func decodeFile(t *testing.T, path string) []runtime.Object {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading %s: %v", path, err)
-	}
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	var objects []runtime.Object
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("splitting %s into documents: %v", path, err)
-		}
-		if len(bytes.TrimSpace(stripComments(doc))) == 0 {
-			continue
-		}
-		obj, gvk, err := strictDecoder.Decode(doc, nil, nil)
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		if gvk.Version == "" || gvk.Kind == "" {
-			t.Fatalf("%s: a document has no apiVersion or kind", path)
-		}
-		objects = append(objects, obj)
-	}
-	if len(objects) == 0 {
-		t.Fatalf("%s holds no object", path)
-	}
-	return objects
-}
-
-// stripComments drops comment-only lines, so that a document of comments counts as empty.
-func stripComments(doc []byte) []byte {
-	var out [][]byte
-	for _, line := range bytes.Split(doc, []byte("\n")) {
-		if !bytes.HasPrefix(bytes.TrimSpace(line), []byte("#")) {
-			out = append(out, line)
-		}
-	}
-	return bytes.Join(out, []byte("\n"))
 }
 
 // manifests is the decoded content of one kustomization.
@@ -217,14 +183,11 @@ func TestEveryManifestDecodesStrictlyIntoAKnownType(t *testing.T) {
 			}
 		})
 	}
-	t.Run(staticPodFile, func(t *testing.T) {
-		decodeFile(t, staticPodFile)
-	})
 }
 
 func TestEveryManifestIsAppliedByAKustomization(t *testing.T) {
-	applied := map[string]bool{staticPodFile: true, kindConfigFile: true, shardsPatchFile: true}
-	for _, dir := range kustomizations {
+	applied := map[string]bool{kindConfigFile: true, shardsPatchFile: true}
+	for _, dir := range append(kustomizations, components...) {
 		for _, f := range kustomizeFiles(t, dir) {
 			applied[filepath.ToSlash(f)] = true
 		}
@@ -326,11 +289,11 @@ func TestPodDisruptionBudgetKeepsTwoReplicas(t *testing.T) {
 func podsUnderTest(t *testing.T) map[string]corev1.PodSpec {
 	t.Helper()
 	sts := only[*appsv1.StatefulSet](t, loadKustomization(t, "."))
-	static := decodeFile(t, staticPodFile)
-	pod, ok := static[0].(*corev1.Pod)
-	if len(static) != 1 || !ok {
-		t.Fatalf("%s must hold exactly one Pod", staticPodFile)
+	static := loadKustomization(t, staticPodDir)
+	if len(static.objects) != 1 {
+		t.Fatalf("%s must render exactly one Pod, renders %d objects", staticPodDir, len(static.objects))
 	}
+	pod := only[*corev1.Pod](t, static)
 	return map[string]corev1.PodSpec{
 		"statefulset": sts.Spec.Template.Spec,
 		"static pod":  pod.Spec,

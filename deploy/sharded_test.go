@@ -30,8 +30,8 @@ func objectKey(t *testing.T, o runtime.Object) string {
 }
 
 // The sharded overlay is deploy/ with --shards=6 appended to the StatefulSet's flags,
-// the Role its Leases need, the policy that keeps that Role to mini-kcm's own Leases
-// (lease-scope/) and its own fence (sharded/fence/) instead of deploy/fence/: of that,
+// the Role its Leases need (whose writes lease-scope/, in both installs, keeps to
+// mini-kcm's own Leases) and its own fence (sharded/fence/) instead of deploy/fence/: of that,
 // only the Roles that let each controller's account impersonate itself, the same
 // objects in both; everything else is the base's, object for object.
 func TestShardedOverlayIsTheBaseWithShardsAndTheShardFence(t *testing.T) {
@@ -78,8 +78,7 @@ func TestShardedOverlayIsTheBaseWithShardsAndTheShardFence(t *testing.T) {
 	want := []string{"*v1.ClusterRole /mini-kcm:shard-fence-bindings", "*v1.ClusterRole /mini-kcm:shard-lease-extras",
 		"*v1.ClusterRoleBinding /mini-kcm:shard-fence-bindings", "*v1.ClusterRoleBinding /mini-kcm:shard-lease-extras",
 		"*v1.Role kube-system/mini-kcm:sharding", "*v1.RoleBinding kube-system/mini-kcm:sharding",
-		"*v1.ValidatingAdmissionPolicy /" + leaseScopePolicyName, "*v1.ValidatingAdmissionPolicy /" + leaderelection.ShardFencePolicyName,
-		"*v1.ValidatingAdmissionPolicyBinding /" + leaseScopePolicyName}
+		"*v1.ValidatingAdmissionPolicy /" + leaderelection.ShardFencePolicyName}
 	for i := range 6 {
 		want = append(want, fmt.Sprintf("*v1.ValidatingAdmissionPolicyBinding /%s-%d", leaderelection.ShardFencePolicyName, i))
 	}

@@ -14,14 +14,12 @@
 # Requires docker, kind and kubectl on PATH. Environment:
 #   CLUSTER_NAME     kind cluster name (default mini-kcm); reused if it exists
 #   KIND_NODE_IMAGE  node image (default: the kind release's own)
-#   SKIP_BUILD=1     use the mini-kcm:dev image already in the local Docker
+#   SKIP_BUILD=1     use the image (deploy/image/'s) already in the local Docker
 #   FREEZE=0         skip the freeze step
 # Clean up with: kind delete cluster --name "${CLUSTER_NAME:-mini-kcm}"
 set -euo pipefail
 
 readonly CLUSTER_NAME=${CLUSTER_NAME:-mini-kcm}
-# The image deploy/base/statefulset.yaml names; kind load makes it available on every node.
-readonly IMAGE=mini-kcm:dev
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -33,6 +31,13 @@ die() {
 	printf 'error: %s\n' "$*" >&2
 	exit 1
 }
+
+# The image every install runs, from its one setting (deploy/image/, which
+# `make deploy-image IMAGE=...` sets), read from the static pod's rendering; the demo
+# builds it and kind load makes it available on every node.
+IMAGE=$(kubectl kustomize "$repo/deploy/static-pod/pod" | awk '$1 == "image:" { print $2; exit }')
+readonly IMAGE
+[[ -n $IMAGE ]] || die "kubectl kustomize $repo/deploy/static-pod/pod names no image"
 
 # The kind cluster's kubeconfig for the shared demo, removed on exit.
 kubeconfig=
@@ -64,7 +69,7 @@ kcm_has_our_flag() {
 	local cmd
 	cmd=$(kc -n kube-system get pods -l component=kube-controller-manager \
 		-o jsonpath='{.items[*].spec.containers[*].command}' 2>/dev/null) || return 1
-	[[ $cmd == *"--controllers=*,bootstrapsigner,tokencleaner,-replicaset-controller,-deployment-controller,-endpoints-controller,-endpointslice-controller"* ]]
+	[[ $cmd == *"--controllers=*,bootstrapsigner,tokencleaner,-deployment-controller,-endpoints-controller,-endpointslice-controller,-replicaset-controller"* ]]
 }
 
 step "Checking tools"
@@ -88,7 +93,7 @@ fi
 # Without this check a kind/kubeadm version whose config the patch does not match would
 # leave two ReplicaSet controllers fighting over every pod.
 wait_for 60 kcm_has_our_flag ||
-	die "kube-controller-manager does not run with --controllers=*,bootstrapsigner,tokencleaner,-replicaset-controller,-deployment-controller,-endpoints-controller,-endpointslice-controller; check kubeadmConfigPatches in $here/kind-config.yaml"
+	die "kube-controller-manager does not run with --controllers=*,bootstrapsigner,tokencleaner,-deployment-controller,-endpoints-controller,-endpointslice-controller,-replicaset-controller; check kubeadmConfigPatches in $here/kind-config.yaml"
 info "kube-controller-manager runs without its replicaset, deployment, endpoints and endpointslice controllers"
 
 step "Image ${IMAGE}"

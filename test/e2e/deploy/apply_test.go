@@ -175,7 +175,8 @@ func TestTheStaticPodInstallApplies(t *testing.T) {
 		t.Errorf("no binding of deploy/static-pod/ names the certificate user mini-kcm; users bound: %v", users)
 	}
 
-	pod, err := install.LoadFile(filepath.Join(deployDir, "static-pod", "mini-kcm.yaml"))
+	// Rendered as README.md says: kubectl kustomize deploy/static-pod/pod/.
+	pod, err := install.LoadKustomization(filepath.Join(deployDir, "static-pod", "pod"))
 	if err != nil {
 		t.Fatal(err)
 	}

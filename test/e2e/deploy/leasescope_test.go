@@ -20,7 +20,7 @@ import (
 	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
 )
 
-// leaseScopePolicy names the policy of deploy/sharded/lease-scope/.
+// leaseScopePolicy names the policy of deploy/lease-scope/.
 const leaseScopePolicy = "mini-kcm-lease-scope"
 
 // TestTheShardedInstallKeepsItsReplicasToTheirOwnLeases: an operator applies the
@@ -43,7 +43,7 @@ func TestTheShardedInstallKeepsItsReplicasToTheirOwnLeases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scope, err := install.LoadKustomization(filepath.Join(deployDir, "sharded", "lease-scope"))
+	scope, err := install.LoadKustomization(filepath.Join(deployDir, "lease-scope"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,8 @@ func TestTheShardedInstallKeepsItsReplicasToTheirOwnLeases(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := inst.applier.Delete(ctx, sharded); err != nil {
+		// Only the Role: the lease-scope policy is part of every install (deploy/).
+		if err := inst.applier.Delete(ctx, role); err != nil {
 			t.Errorf("removing the sharded install's Lease grants: %v", err)
 		}
 	})

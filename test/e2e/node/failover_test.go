@@ -37,6 +37,7 @@ func TestDeployRunsOnAKubeletAndFailsOverAsDocumented(t *testing.T) {
 	installDeploy(t, "deploy")
 	waitPodsReady(t, leaseNamespace, miniKCMLabels, 3, 3*time.Minute)
 	t.Logf("NODE-NUMBERS deploy/ applied to 3 replicas Ready: %.1fs", time.Since(applied).Seconds())
+	assertLeaseScope(t, "deploy/", replicasServiceAccountConfig(t))
 
 	installSample(t)
 	waitSampleRolledOut(t, 3)

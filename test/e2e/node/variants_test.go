@@ -20,15 +20,18 @@ import (
 )
 
 // deploy/static-pod as its README says: the RBAC applied with kubectl, the pod
-// manifest copied into the kubelet's staticPodPath with its kubeconfig on the node.
-// The only changes are the image and the kubeconfig's host path, which points into
-// the run's directory instead of /etc/kubernetes.
+// manifest rendered with `kubectl kustomize deploy/static-pod/pod/` (from an overlay
+// that sets the image, as for the other installs) into the kubelet's staticPodPath,
+// with its kubeconfig on the node. The only other change is the kubeconfig's host
+// path, which points into the run's directory instead of /etc/kubernetes.
 func TestStaticPodTakesTheLeaseAndReconciles(t *testing.T) {
 	importImages(t)
 	cp := framework.ControlPlane(t)
 	installDeploy(t, "deploy/static-pod")
+	// Before NodeKubeconfig below, which writes the same user's kubeconfig file.
+	staticPodUser := staticPodUserConfig(t)
 
-	pod := readStaticPod(t)
+	pod := renderStaticPod(t)
 	kubeconfig, err := cp.NodeKubeconfig("mini-kcm")
 	if err != nil {
 		t.Fatal(err)
@@ -47,10 +50,8 @@ func TestStaticPodTakesTheLeaseAndReconciles(t *testing.T) {
 			patched++
 		}
 	}
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == "mini-kcm" {
-			pod.Spec.Containers[i].Image = miniKCMImage
-		}
+	if got := pod.Spec.Containers[0].Image; got != miniKCMImage {
+		t.Fatalf("the static pod rendered from an overlay setting the image runs %s, want %s", got, miniKCMImage)
 	}
 	if patched != 1 {
 		t.Fatalf("the static pod has %d hostPath volumes under /etc/kubernetes, want 1 (its kubeconfig)", patched)
@@ -78,37 +79,23 @@ func TestStaticPodTakesTheLeaseAndReconciles(t *testing.T) {
 	})
 	t.Logf("NODE-NUMBERS static pod Ready and leading %.1fs after its manifest was written (holder %s)",
 		time.Since(written).Seconds(), leaseHolder(t))
+	assertLeaseScope(t, "deploy/static-pod/", staticPodUser)
 
 	installSample(t)
 	waitSampleRolledOut(t, 3)
 	scaleSample(t, 2)
 }
 
-// readStaticPod reads the Pod manifest of deploy/static-pod (wherever below it).
-func readStaticPod(t *testing.T) *corev1.Pod {
+// renderStaticPod renders deploy/static-pod/pod/ as README.md says (kubectl
+// kustomize), from an overlay that sets the image as for the other installs.
+func renderStaticPod(t *testing.T) *corev1.Pod {
 	t.Helper()
-	var files []string
-	err := filepath.WalkDir(repoPath(t, "deploy/static-pod"), func(path string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && filepath.Ext(path) == ".yaml" {
-			files = append(files, path)
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
+	dir := overlay(t, "deploy/static-pod/pod", map[string]string{deployImageName: miniKCMImage})
+	var pod corev1.Pod
+	if err := yaml.UnmarshalStrict([]byte(kubectl(t, "kustomize", dir)), &pod); err != nil || pod.Kind != "Pod" {
+		t.Fatalf("kubectl kustomize deploy/static-pod/pod/ (an overlay setting the image) does not render one Pod: %v", err)
 	}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var pod corev1.Pod
-		if err := yaml.Unmarshal(data, &pod); err == nil && pod.Kind == "Pod" {
-			return &pod
-		}
-	}
-	t.Fatalf("no Pod manifest in deploy/static-pod (%v)", files)
-	return nil
+	return &pod
 }
 
 // deploy/sharded with the apiserver's ShardedListAndWatch gate on: the three
@@ -117,6 +104,7 @@ func TestShardedOverlayGivesEachReplicaItsFairShare(t *testing.T) {
 	importImages(t)
 	installDeploy(t, "deploy/sharded")
 	waitPodsReady(t, leaseNamespace, miniKCMLabels, 3, 3*time.Minute)
+	assertLeaseScope(t, "deploy/sharded/", replicasServiceAccountConfig(t))
 	t.Cleanup(func() { deleteShardLeases(t) })
 
 	client := framework.ControlPlane(t).Client()

@@ -3,10 +3,9 @@
 // server-side apply, and mints a kubeconfig for a ServiceAccount through the TokenRequest
 // API, so that mini-kcm runs with exactly the RBAC the manifests grant.
 //
-// Only the kustomization fields deploy/ uses are understood (apiVersion, kind and
-// resources, files or directories); any other field is an error rather than something
-// silently skipped, since applying the files alone would then not be what
-// `kubectl apply -k` applies.
+// A kustomization is built with kustomize's library and kubectl's defaults, as
+// `kubectl apply -k` builds it (deploy/ uses Components and an images transformer, so its
+// files alone are not what kubectl applies).
 package install
 
 import (
@@ -37,6 +36,8 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 
 // Manifest is one object of a manifest file, exactly as written there.
@@ -59,15 +60,18 @@ func (m Manifest) String() string {
 	return fmt.Sprintf("%s %s (%s)", m.Object.GetKind(), name, m.File)
 }
 
-// kustomization is the part of kustomization.yaml that deploy/ uses.
+// kustomization is the part of kustomization.yaml that names files: resources and
+// components (files or directories). Transformers (images, patches) are kustomize's
+// business; LoadKustomization applies them.
 type kustomization struct {
-	APIVersion string   `json:"apiVersion"`
 	Kind       string   `json:"kind"`
 	Resources  []string `json:"resources"`
+	Components []string `json:"components"`
 }
 
-// KustomizationFiles returns the files the kustomization in dir lists, in order,
-// following directory resources recursively.
+// KustomizationFiles returns the manifest files the kustomization in dir applies, in
+// order (resources, then components), following directories recursively: the files an
+// operator reviews. What is applied is LoadKustomization's build of them.
 func KustomizationFiles(dir string) ([]string, error) {
 	path := filepath.Join(dir, "kustomization.yaml")
 	data, err := os.ReadFile(path)
@@ -75,14 +79,14 @@ func KustomizationFiles(dir string) ([]string, error) {
 		return nil, fmt.Errorf("reading the kustomization: %w", err)
 	}
 	var k kustomization
-	if err := utilyaml.UnmarshalStrict(data, &k); err != nil {
-		return nil, fmt.Errorf("%s uses more than a list of resources, which this package cannot apply: %w", path, err)
+	if err := utilyaml.Unmarshal(data, &k); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if k.Kind != "Kustomization" {
-		return nil, fmt.Errorf("%s: kind is %q, want Kustomization", path, k.Kind)
+	if k.Kind != "Kustomization" && k.Kind != "Component" {
+		return nil, fmt.Errorf("%s: kind is %q, want Kustomization or Component", path, k.Kind)
 	}
 	var files []string
-	for _, r := range k.Resources {
+	for _, r := range append(k.Resources, k.Components...) {
 		resource := filepath.Join(dir, r)
 		info, err := os.Stat(resource)
 		if err != nil {
@@ -101,21 +105,24 @@ func KustomizationFiles(dir string) ([]string, error) {
 	return files, nil
 }
 
-// LoadKustomization returns every object of the kustomization in dir.
+// LoadKustomization returns every object of the kustomization in dir, built as
+// `kubectl apply -k dir` builds it: kustomize's library with kubectl's defaults (files
+// only from within the kustomization's directory, no plugins). Each Manifest's File is
+// dir.
 func LoadKustomization(dir string) ([]Manifest, error) {
-	files, err := KustomizationFiles(dir)
+	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
 	}
-	var all []Manifest
-	for _, f := range files {
-		manifests, err := LoadFile(f)
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, manifests...)
+	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), abs)
+	if err != nil {
+		return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
 	}
-	return all, nil
+	out, err := resources.AsYaml()
+	if err != nil {
+		return nil, fmt.Errorf("rendering the build of %s: %w", dir, err)
+	}
+	return loadDocuments(dir, out)
 }
 
 // LoadFile returns every object of a multi-document YAML file; documents holding only
@@ -125,6 +132,11 @@ func LoadFile(path string) ([]Manifest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading manifest: %w", err)
 	}
+	return loadDocuments(path, data)
+}
+
+// loadDocuments decodes the YAML documents of data, read from path.
+func loadDocuments(path string, data []byte) ([]Manifest, error) {
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	var manifests []Manifest
 	for {

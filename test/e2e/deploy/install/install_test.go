@@ -33,7 +33,8 @@ func TestKustomizationFilesFollowsDirectoriesInOrder(t *testing.T) {
 	}
 	want = append(want, "base/serviceaccount.yaml",
 		"base/rolebindings.yaml", "base/service.yaml", "base/statefulset.yaml", "base/poddisruptionbudget.yaml",
-		"base/networkpolicy.yaml", "fence/policy.yaml", "fence/binding.yaml", "fence/rbac.yaml")
+		"base/networkpolicy.yaml", "fence/policy.yaml", "fence/binding.yaml", "fence/rbac.yaml",
+		"lease-scope/policy.yaml", "lease-scope/binding.yaml")
 	if !slices.Equal(rel, want) {
 		t.Errorf("files = %v, want %v", rel, want)
 	}
@@ -41,9 +42,9 @@ func TestKustomizationFilesFollowsDirectoriesInOrder(t *testing.T) {
 
 func TestKustomizationFilesRejectsWhatItCannotApply(t *testing.T) {
 	tests := map[string]string{
-		"an images transformer": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [a.yaml]\nimages:\n- name: mini-kcm\n  newTag: v1\n",
-		"another kind":          "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\nresources: [a.yaml]\n",
-		"a missing resource":    "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [missing.yaml]\n",
+		"another kind":        "apiVersion: v1\nkind: ConfigMap\nresources: [a.yaml]\n",
+		"a missing resource":  "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [missing.yaml]\n",
+		"a missing component": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [a.yaml]\ncomponents: [missing]\n",
 	}
 	for name, kustomization := range tests {
 		t.Run(name, func(t *testing.T) {
