@@ -252,3 +252,39 @@ func TestLeaderListsTheShardsAndTheirHolders(t *testing.T) {
 		}
 	}
 }
+
+// `mini-kcm leader` reads the Lease once, so it judges expiry by renewTime
+// (sharding.ExpiredByRenewTime, the rule every reader shares): strictly after the
+// duration, never for a renewTime ahead of this clock, and a Lease never renewed is
+// said to be so rather than expired.
+func TestLeaderSaysWhetherTheLeaseExpiredByTheSharedRule(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	renewed := func(ago time.Duration) *metav1.MicroTime { m := metav1.NewMicroTime(now.Add(-ago)); return &m }
+	for _, c := range []struct {
+		name    string
+		holder  string
+		renewed *metav1.MicroTime
+		want    string
+	}{
+		{"renewed within its duration", "a_1", renewed(4 * time.Second), "4s (valid by this machine's clock)"},
+		{"renewed longer ago than its duration", "a_1", renewed(5 * time.Second), "4s (expired by this machine's clock)"},
+		{"renewed ahead of this clock", "a_1", renewed(-time.Minute), "4s (valid by this machine's clock)"},
+		{"never renewed", "a_1", nil, "4s (never renewed: a standby takes it a lease duration after it first reads it)"},
+		{"released", "", renewed(0), "4s (released)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			client := fake.NewClientset(&coordinationv1.Lease{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "mini-kcm"},
+				Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(c.holder), LeaseDurationSeconds: ptr.To[int32](4),
+					RenewTime: c.renewed},
+			})
+			var out bytes.Buffer
+			if err := printLeader(context.Background(), &out, client, "kube-system", "mini-kcm", now); err != nil {
+				t.Fatal(err)
+			}
+			if want := "Lease duration:  " + c.want; !strings.Contains(out.String(), want) {
+				t.Errorf("output does not contain %q:\n%s", want, out.String())
+			}
+		})
+	}
+}

@@ -73,7 +73,8 @@ const released = "<none> (released)"
 
 // printShards writes, in sharded mode (--shards above 1), the plan and each shard's
 // holder; without shard Leases it writes nothing. The main Lease's holder is then the
-// coordinator, which cuts the namespaces but works on none.
+// coordinator, which cuts the namespaces but works on none. Read once, a Lease expires
+// by its renewTime (sharding.ExpiredByRenewTime).
 func printShards(ctx context.Context, w io.Writer, client kubernetes.Interface, namespace, name string, now time.Time) error {
 	list, err := client.CoordinationV1().Leases(namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: labels.SelectorFromSet(map[string]string{sharding.LabelSet: name}).String(),
@@ -81,29 +82,17 @@ func printShards(ctx context.Context, w io.Writer, client kubernetes.Interface, 
 	if err != nil || len(list.Items) == 0 {
 		return err
 	}
-	var (
-		active, next *sharding.Epoch
-		byShard      = map[int]coordinationv1.Lease{}
-		members      []string
-	)
-	for _, l := range list.Items {
-		switch l.Labels[sharding.LabelRole] {
-		case sharding.RolePlan:
-			if active, next, err = sharding.PlanOf(&l); err != nil {
-				return err
-			}
-		case sharding.RoleMember:
-			if !leaseExpired(l, now) {
-				members = append(members, ptr.Deref(l.Spec.HolderIdentity, ""))
-			}
-		case sharding.RoleShard:
-			if i, ok := sharding.ShardOf(name, l.Name); ok {
-				byShard[i] = l
-			}
-		}
+	leases := make([]*coordinationv1.Lease, len(list.Items))
+	for i := range list.Items {
+		leases[i] = &list.Items[i]
 	}
-	sort.Strings(members)
-	fmt.Fprintf(w, "\nSharded: the holder above coordinates; %d live replicas: %s\n", len(members), strings.Join(members, ", "))
+	expired := func(l *coordinationv1.Lease) bool { return sharding.ExpiredByRenewTime(l, now) }
+	set, err := sharding.ReadLeaseSet(name, leases, expired)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nSharded: the holder above coordinates; %d live replicas: %s\n", len(set.Live), strings.Join(set.Live, ", "))
+	active, next := set.Active, set.Next
 	if active == nil {
 		fmt.Fprintln(w, "Plan: none yet (the coordinator writes the first one)")
 		return nil
@@ -116,7 +105,7 @@ func printShards(ctx context.Context, w io.Writer, client kubernetes.Interface, 
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  SHARD\tNAMESPACE HASHES\tHOLDER\tRENEWED")
 	for i := range active.Plan.Shards() {
-		l, ok := byShard[i]
+		l, ok := set.Shards[i]
 		holder := "<no Lease yet>"
 		renewed := ""
 		if ok {
@@ -126,27 +115,16 @@ func printShards(ctx context.Context, w io.Writer, client kubernetes.Interface, 
 				holder = "<being handed over>"
 			case holder == "":
 				holder = released
-			case leaseExpired(l, now):
+			case expired(l):
 				holder += " (expired)"
 			}
 			if l.Spec.RenewTime != nil {
 				renewed = duration.HumanDuration(now.Sub(l.Spec.RenewTime.Time)) + " ago"
 			}
 		}
-		start, end := active.Plan.Bounds(i)
-		fmt.Fprintf(tw, "  %d\t[%s, %s)\t%s\t%s\n", i, start, end, holder, renewed)
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\n", i, active.Range(i), holder, renewed)
 	}
 	return tw.Flush()
-}
-
-// leaseExpired reports, by this machine's clock, whether a Lease is released or was
-// not renewed within its duration.
-func leaseExpired(l coordinationv1.Lease, now time.Time) bool {
-	if ptr.Deref(l.Spec.HolderIdentity, "") == "" || l.Spec.RenewTime == nil {
-		return true
-	}
-	d := time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0)) * time.Second
-	return l.Spec.RenewTime.Add(d).Before(now)
 }
 
 // candidate summarises the LeaderElection events of one identity.
@@ -186,8 +164,10 @@ func printLeader(ctx context.Context, w io.Writer, client kubernetes.Interface, 
 		switch {
 		case holder == released:
 			state = "released"
-		case spec.RenewTime == nil || spec.RenewTime.Add(d).Before(now):
+		case sharding.ExpiredByRenewTime(lease, now):
 			state = "expired by this machine's clock"
+		case spec.RenewTime == nil:
+			state = "never renewed: a standby takes it a lease duration after it first reads it"
 		}
 		fmt.Fprintf(tw, "Lease duration:\t%s (%s)\n", d, state)
 	}

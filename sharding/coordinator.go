@@ -3,6 +3,7 @@ package sharding
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -29,6 +30,8 @@ type coordinator struct {
 	// weighDue).
 	weighed     time.Time
 	cost, every time.Duration
+	// coordinating is set while this replica holds the base Lease, for /statusz.
+	coordinating atomic.Bool
 }
 
 // firstLook is the interval to the first weighing after a cut, which doubles after
@@ -77,6 +80,8 @@ func (c *coordinator) run(ctx context.Context) {
 // coordinate runs one step every retry period until ctx is cancelled.
 func (c *coordinator) coordinate(ctx context.Context) error {
 	klog.FromContext(ctx).Info("Coordinating the shards", "shards", c.replica.Shards)
+	c.coordinating.Store(true)
+	defer c.coordinating.Store(false)
 	c.every = 0
 	ticker := time.NewTicker(c.replica.Timings.RetryPeriod)
 	defer ticker.Stop()

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	"k8s.io/utils/ptr"
 )
 
 // A replica's decisions are a pure function of what it has observed: decide takes a
@@ -61,18 +60,10 @@ type action struct {
 	expired *coordinationv1.Lease
 }
 
-// expiredAt reports whether l is released, or was not seen to change for its duration
-// by now. A Lease not seen, or seen at another resourceVersion, counts as just renewed.
+// expiredAt reports whether l has expired (LeaseExpired) for a reader that observed
+// seen: a Lease not seen, or seen at another resourceVersion, has just changed.
 func expiredAt(l *coordinationv1.Lease, seen map[string]observation, now time.Time) bool {
-	if holder(l) == "" {
-		return true
-	}
-	s, ok := seen[l.Name]
-	if !ok || s.resourceVersion != l.ResourceVersion {
-		return false
-	}
-	d := time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0)) * time.Second
-	return now.Sub(s.at) > d
+	return LeaseExpired(l, changedAt(seen, l), now)
 }
 
 // decideReplica returns the elections to stop and to start so that the replica holds

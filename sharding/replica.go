@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -396,63 +393,6 @@ func (r *Replica) breakExpired(ctx context.Context, expired *coordinationv1.Leas
 	logger.Info("Released a shard Lease that expired in another replica's hands", "lease", expired.Name, "holder", holder(expired))
 }
 
-// Status says, for /statusz, the plan, the shards this replica holds or campaigns
-// for, and its fair share, e.g. "6 shards, plan epoch 2 | holding 1 [0x…, 0x…), 4 [0x…,
-// 0x…) | campaigning for none | 3 live replicas, fair share 2 | coordinating".
-func (r *Replica) Status() string {
-	var (
-		active, next *Epoch
-		live         int
-		coordinator  string
-	)
-	all, _ := r.leases.List(labels.Everything())
-	now := r.now()
-	for _, l := range all {
-		switch {
-		case l.Labels[LabelRole] == RolePlan:
-			active, next, _ = PlanOf(l)
-		case l.Labels[LabelRole] == RoleMember && !r.seen.expired(l, now):
-			live++
-		case l.Name == r.Base:
-			coordinator = holder(l)
-		}
-	}
-	parts := []string{fmt.Sprintf("%d shards", r.Shards)}
-	switch {
-	case active == nil:
-		parts[0] += ", no plan yet"
-	case next != nil:
-		parts[0] += fmt.Sprintf(", plan epoch %d handing over to %d", active.Number, next.Number)
-	default:
-		parts[0] += fmt.Sprintf(", plan epoch %d", active.Number)
-	}
-	r.mu.Lock()
-	var held, campaigning []string
-	for shard, e := range r.elections {
-		switch {
-		case e.leading.Load() && active != nil && e.label == active.Label(shard) && shard < active.Plan.Shards():
-			start, end := active.Plan.Bounds(shard)
-			held = append(held, fmt.Sprintf("%d [%s, %s)", shard, start, end))
-		case e.leading.Load():
-			held = append(held, fmt.Sprintf("%d (epoch %s, handing over)", shard, e.label))
-		default:
-			campaigning = append(campaigning, strconv.Itoa(shard))
-		}
-	}
-	r.mu.Unlock()
-	sort.Strings(held)
-	sort.Strings(campaigning)
-	parts = append(parts, "holding "+namesOrNone(held), "campaigning for "+namesOrNone(campaigning),
-		fmt.Sprintf("%d live replicas, fair share %d", live, fairShare(r.Shards, live)))
-	if dropped := r.outOfRange.dropped.Load(); dropped > 0 || r.unfilteredAtStart.Load() {
-		parts = append(parts, fmt.Sprintf("the apiserver ignores shardSelector: %d objects outside their shard dropped, memory not reduced", dropped))
-	}
-	if coordinator == r.Identity {
-		parts = append(parts, "coordinating (cuts the namespaces)")
-	}
-	return strings.Join(parts, " | ")
-}
-
 // keepMembership renews this replica's membership Lease until ctx is cancelled.
 func (r *Replica) keepMembership(ctx context.Context) {
 	logger := klog.FromContext(ctx)
@@ -511,23 +451,11 @@ func (r *Replica) leaveMembership(logger klog.Logger) {
 	}
 }
 
-func namesOrNone(names []string) string {
-	if len(names) == 0 {
-		return "none"
-	}
-	return strings.Join(names, ", ")
-}
-
 // fairShare is the most shards one of live replicas holds: ceil(shards / live). This
 // replica counts itself even before its membership Lease is seen.
 func fairShare(shards, live int) int {
 	live = max(live, 1)
 	return (shards + live - 1) / live
-}
-
-// holder returns a Lease's holder identity, "" when released.
-func holder(l *coordinationv1.Lease) string {
-	return ptr.Deref(l.Spec.HolderIdentity, "")
 }
 
 // observations remembers, per Lease, its resourceVersion and when this replica saw it
@@ -581,29 +509,23 @@ func (o *observations) snapshot() map[string]observation {
 	return out
 }
 
-// expired reports whether l is released, or was not seen to change for its duration.
-// A Lease not observed before, or with another resourceVersion than observed, has just
-// changed (a renewal, a new holder): it is observed now and is not expired. Callers
-// that read the Lease cache themselves (the coordinator) may hold a newer version than
-// the last observe saw; comparing it with the older version's time would take a Lease
-// away from a holder that has just renewed it.
+// expired reports whether l has expired (LeaseExpired) by the observations. A Lease
+// not observed before, or with another resourceVersion than observed, has just changed
+// (a renewal, a new holder): it is observed now and is not expired. Callers that read
+// the Lease cache themselves (the coordinator) may hold a newer version than the last
+// observe saw; comparing it with the older version's time would take a Lease away from
+// a holder that has just renewed it.
 func (o *observations) expired(l *coordinationv1.Lease, now time.Time) bool {
-	if holder(l) == "" {
-		return true
-	}
 	o.mu.Lock()
-	s, ok := o.seen[l.Name]
-	if !ok || s.resourceVersion != l.ResourceVersion {
+	changed := changedAt(o.seen, l)
+	if changed == nil && holder(l) != "" {
 		if o.seen == nil {
 			o.seen = map[string]observation{}
 		}
 		o.seen[l.Name] = observation{resourceVersion: l.ResourceVersion, at: now}
-		o.mu.Unlock()
-		return false
 	}
 	o.mu.Unlock()
-	d := time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0)) * time.Second
-	return now.Sub(s.at) > d
+	return LeaseExpired(l, changed, now)
 }
 
 // noShardFiltering says that the apiserver ignores shardSelector.
