@@ -22,6 +22,7 @@ import (
 	"github.com/mini-kcm/mini-kcm/controllers"
 	"github.com/mini-kcm/mini-kcm/leaderelection"
 	"github.com/mini-kcm/mini-kcm/options"
+	"github.com/mini-kcm/mini-kcm/sharding"
 )
 
 const (
@@ -189,7 +190,7 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 			// The apiserver's half of the fence needs one binding per shard; without
 			// them a shard's stale holder would be fenced in-process only.
 			if mode.apiserverFence {
-				if err := checkShardFenceBindings(ctx, probeClient, mode.namespace, mode.name, mode.shards); err != nil {
+				if err := sharding.CheckFenceBindings(ctx, probeClient, mode.namespace, mode.name, mode.shards); err != nil {
 					return err
 				}
 			}

@@ -1,4 +1,4 @@
-package app
+package sharding
 
 import (
 	"context"
@@ -11,13 +11,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/mini-kcm/mini-kcm/leaderelection"
-	"github.com/mini-kcm/mini-kcm/sharding"
 )
 
-// shardFenceCheckTimeout bounds the list of bindings at start.
-const shardFenceCheckTimeout = 30 * time.Second
+// fenceCheckTimeout bounds the list of bindings at start.
+const fenceCheckTimeout = 30 * time.Second
 
-// checkShardFenceBindings checks, for --shards with --leader-elect-apiserver-fence,
+// CheckFenceBindings checks, for --shards with --leader-elect-apiserver-fence,
 // that the ValidatingAdmissionPolicy leaderelection.ShardFencePolicyName is bound to
 // every shard Lease namespace/base-0 … base-(shards-1). A shard without its binding
 // would be fenced in-process only, although the flag says both layers fence it: a
@@ -25,8 +24,8 @@ const shardFenceCheckTimeout = 30 * time.Second
 // shards, or for another Lease name) fails at start, naming the missing ones and the
 // fix, instead of running with a hole in the fence. It cannot tell whether the policy
 // itself matches this replica's users; deploy/sharded/ installs both.
-func checkShardFenceBindings(ctx context.Context, client kubernetes.Interface, namespace, base string, shards int) error {
-	ctx, cancel := context.WithTimeout(ctx, shardFenceCheckTimeout)
+func CheckFenceBindings(ctx context.Context, client kubernetes.Interface, namespace, base string, shards int) error {
+	ctx, cancel := context.WithTimeout(ctx, fenceCheckTimeout)
 	defer cancel()
 	bindings, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().List(ctx, metav1.ListOptions{})
 	if apierrors.IsForbidden(err) {
@@ -45,7 +44,7 @@ func checkShardFenceBindings(ctx context.Context, client kubernetes.Interface, n
 	}
 	var missing []string
 	for i := range shards {
-		if name := sharding.ShardLeaseName(base, i); !bound[name] {
+		if name := ShardLeaseName(base, i); !bound[name] {
 			missing = append(missing, namespace+"/"+name)
 		}
 	}

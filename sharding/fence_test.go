@@ -1,4 +1,4 @@
-package app
+package sharding
 
 import (
 	"context"
@@ -48,7 +48,7 @@ func TestShardedApiserverFenceNeedsABindingForEveryShard(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			client := fake.NewClientset(tc.bindings...)
-			err := checkShardFenceBindings(context.Background(), client, "kube-system", "kcm", 3)
+			err := CheckFenceBindings(context.Background(), client, "kube-system", "kcm", 3)
 			if tc.missing == nil {
 				if err != nil {
 					t.Fatalf("every shard is bound, but: %v", err)
