@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
 )
@@ -57,9 +56,4 @@ func upstreamControllersStamped(reg *controllers.Registry, deployDir string) ([]
 		files = append(files, File{Path: rel, Content: stamped})
 	}
 	return files, nil
-}
-
-// controllersValueIn is the value of --controllers in text, for tests.
-func controllersValueIn(text string) string {
-	return strings.TrimSpace(upstreamControllersValue.FindString(text))
 }
