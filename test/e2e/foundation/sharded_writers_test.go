@@ -215,4 +215,9 @@ func assertEachTenantWrittenByOneReplicaAtATime(t *testing.T, f *framework.Frame
 		}
 		framework.AssertTermsDoNotOverlap(t, ns, spans[ns])
 	}
+	// And each accepted write came from the replica that held its shard's Lease when
+	// the apiserver received it, under that Lease's label, for a namespace in its range.
+	framework.AssertShardWritesByHolders(t, events, framework.ShardScope{
+		LeaseNamespace: f.LeaseNamespace, LeaseName: f.LeaseName, Namespaces: tenants,
+	})
 }
