@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/mini-kcm/mini-kcm/controllers/all"
+	"github.com/mini-kcm/mini-kcm/hack/rbacgen"
 	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
 )
 
@@ -22,8 +24,9 @@ import (
 const fightLog = "kube-controller-manager still runs one of mini-kcm's controllers"
 
 // handedOver is kube-controller-manager's --controllers after the hand-over: kubeadm's
-// value less mini-kcm's four controllers.
-const handedOver = "*,bootstrapsigner,tokencleaner,-replicaset-controller,-deployment-controller,-endpoints-controller,-endpointslice-controller"
+// value less every controller mini-kcm runs by default, as make generate writes it into
+// deploy/.
+var handedOver = rbacgen.UpstreamControllers(all.Registry())
 
 var ours = []string{"deployment-controller", "endpoints-controller", "endpointslice-controller", "replicaset-controller"}
 
