@@ -12,7 +12,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 
-	"github.com/mini-kcm/mini-kcm/hack/rbacgen"
 	"github.com/mini-kcm/mini-kcm/leaderelection"
 )
 
@@ -32,9 +31,6 @@ func TestTheShardedFenceBindsEveryShardLeaseOfTheReplicas(t *testing.T) {
 	}
 	if v, _ := flagValue(c.Args, "leader-elect-apiserver-fence"); v != "true" {
 		t.Errorf("the sharded replicas run with --leader-elect-apiserver-fence=%s, want true: the policy refuses writes without the extras", v)
-	}
-	if rbacgen.ShardFencePolicyName != leaderelection.ShardFencePolicyName {
-		t.Errorf("the generator names the policy %q, the replica looks for %q", rbacgen.ShardFencePolicyName, leaderelection.ShardFencePolicyName)
 	}
 	policies := all[*admissionregistrationv1.ValidatingAdmissionPolicy](m)
 	if !slices.ContainsFunc(policies, func(p *admissionregistrationv1.ValidatingAdmissionPolicy) bool {

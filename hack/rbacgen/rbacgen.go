@@ -36,6 +36,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
+	"github.com/mini-kcm/mini-kcm/leaderelection"
 )
 
 const (
@@ -471,93 +472,14 @@ resources:
 }
 
 func fencePolicyFile(reg *controllers.Registry) []byte {
-	var b strings.Builder
-	b.WriteString(generatedHeader)
-	b.WriteString(`#
-# Refuses a write of a mini-kcm identity unless the user extra mini-kcm.io/lease-holder
-# names the current holder of the Lease (the binding's parameter). A replica running
-# with --leader-elect-apiserver-fence sends its leader-election identity in that extra
-# on every controller write, by impersonating its own user (rbac.yaml); a replica that
-# was frozen, partitioned or suspended while a standby took over still sends the old
-# identity, and its writes are refused here even if its own clock says it still leads.
-#
-# What it covers, and what it does not:
-#   - resources: every resource a controller writes (its descriptor's rules), for every
-#     write operation. The */finalizers rules are not requests of their own (the
-#     OwnerReferencesPermissionEnforcement plugin checks them on a pod's or slice's
-#     create). Events, Leases, TokenRequests and reviews are never fenced: they change
-#     nothing a controller acts on, and a replica must renew, release and explain itself
-#     whether it leads or not.
-#   - identities: mini-kcm's, by user name: the replicas' ServiceAccount, the static
-#     pods' certificate user, and each controller's ServiceAccount. Matching on the
-#     name, not on the extra, is what refuses a replica that does not send the extra.
-#   - the window: the apiserver reads the Lease from its watch cache, which lags the
-#     Lease write by milliseconds (deploy/README.md, "Fencing"); the in-process fence
-#     stops a replica's writes at least a second before a standby may take over.
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicy
-metadata:
-  name: mini-kcm-lease-fence
-` + labels + `spec:
-  # Ignore, because the apiserver resolves the parameter before it evaluates the match
-  # conditions: an error there (the Lease informer not synced yet after an apiserver
-  # start, a broken policy) would refuse these writes of every user, the StatefulSet
-  # controller's pods of mini-kcm included, not only mini-kcm's. The validation itself
-  # cannot fail at run time (every lookup is guarded), and the in-process fence stays.
-  failurePolicy: Ignore
-  paramKind:
-    apiVersion: coordination.k8s.io/v1
-    kind: Lease
-  matchConstraints:
-    resourceRules:
-`)
-	b.WriteString(fencedRequests(reg))
-	b.WriteString(`  validations:
-  - expression: >-
-      'mini-kcm.io/lease-holder' in request.userInfo.extra &&
-      has(params.spec.holderIdentity) &&
-      request.userInfo.extra['mini-kcm.io/lease-holder'] == [params.spec.holderIdentity]
-    messageExpression: >-
-      'write fenced by the apiserver: ' + request.userInfo.username +
-      (('mini-kcm.io/lease-holder' in request.userInfo.extra) ?
-      ' writes as holder ' + request.userInfo.extra['mini-kcm.io/lease-holder'][0] + ' of lease ' :
-      ' sends no mini-kcm.io/lease-holder extra (run every replica with --leader-elect-apiserver-fence) for lease ') +
-      params.metadata.namespace + '/' + params.metadata.name + ', which is held by ' +
-      ((has(params.spec.holderIdentity) && params.spec.holderIdentity != '') ? params.spec.holderIdentity : 'nobody')
-    reason: Forbidden
-`)
-	return []byte(b.String())
+	return []byte(generatedHeader + leaderelection.FencePolicy(fencedWrites(reg), labels))
 }
 
-// fencedRequests writes the resource rules and the identity condition of a fence policy,
-// the end of its matchConstraints and its matchConditions.
-func fencedRequests(reg *controllers.Registry) string {
-	var b strings.Builder
-	fenced := FencedResources(reg)
-	groups := make([]string, 0, len(fenced))
-	for g := range fenced {
-		groups = append(groups, g)
-	}
-	slices.Sort(groups)
-	for _, group := range groups {
-		b.WriteString("    - apiGroups: " + flow([]string{group}) + "\n")
-		b.WriteString("      apiVersions: [\"v1\"]\n")
-		b.WriteString("      resources: " + flow(fenced[group]) + "\n")
-		b.WriteString("      operations: [\"CREATE\", \"UPDATE\", \"DELETE\"]\n")
-	}
-	identities := []string{serviceaccount.MakeUsername(Namespace, ProcessServiceAccount), ProcessUser}
-	identities = append(identities, ControllerUsers(reg)...)
-	quoted := make([]string, len(identities))
-	for i, id := range identities {
-		quoted[i] = "'" + id + "'"
-	}
-	b.WriteString(`  matchConditions:
-  - name: mini-kcm-identities
-    expression: >-
-      request.userInfo.username in [
-      ` + strings.Join(quoted, ",\n      ") + `]
-`)
-	return b.String()
+// fencedWrites is what the fence policies judge: every write of a controller, by the
+// replicas' ServiceAccount, the static pods' user or a controller's ServiceAccount.
+func fencedWrites(reg *controllers.Registry) leaderelection.FencedWrites {
+	users := []string{serviceaccount.MakeUsername(Namespace, ProcessServiceAccount), ProcessUser}
+	return leaderelection.FencedWrites{Resources: FencedResources(reg), Users: append(users, ControllerUsers(reg)...)}
 }
 
 func fenceRBACFile(reg *controllers.Registry) []byte {
@@ -565,7 +487,7 @@ func fenceRBACFile(reg *controllers.Registry) []byte {
 	b.WriteString(generatedHeader)
 	b.WriteString(`#
 # --leader-elect-apiserver-fence: each controller's client impersonates its own
-# ServiceAccount with the user extra mini-kcm.io/lease-holder set to the replica's
+# ServiceAccount with the user extra ` + leaderelection.LeaseHolderExtra + ` set to the replica's
 # leader-election identity. Each account may impersonate itself and nothing else: one
 # Role per account, limited to its own name, so that no controller can write as another
 # (an impersonated request gets the impersonated user's permissions). The extra's value
@@ -575,7 +497,7 @@ func fenceRBACFile(reg *controllers.Registry) []byte {
 # credentials anyway. The replicas' own identity needs no grant: under
 # --use-service-account-credentials it writes nothing the policy fences.
 `)
-	b.WriteString(selfImpersonation(reg, "mini-kcm:lease-holder-extra", []string{"userextras/mini-kcm.io/lease-holder"}))
+	b.WriteString(selfImpersonation(reg, "mini-kcm:lease-holder-extra", []string{"userextras/" + leaderelection.LeaseHolderExtra}))
 	return []byte(b.String())
 }
 
@@ -607,79 +529,8 @@ func selfImpersonation(reg *controllers.Registry, role string, extras []string) 
 	return b.String()
 }
 
-// ShardFencePolicyName is the sharded install's fence policy
-// (leaderelection.ShardFencePolicyName; deploy/'s tests check that they agree).
-const ShardFencePolicyName = "mini-kcm-shard-fence"
-
-// ShardFenceBindingName is the binding of the sharded fence to shard Lease i.
-func ShardFenceBindingName(i int) string { return ShardFencePolicyName + "-" + strconv.Itoa(i) }
-
 func shardFencePolicyFile(reg *controllers.Registry) []byte {
-	var b strings.Builder
-	b.WriteString(generatedHeader)
-	b.WriteString(`#
-# The sharded install's fence (--shards above 1 with --leader-elect-apiserver-fence): the
-# policy of deploy/fence/ for many Leases. A sharded replica holds several shard Leases
-# at once, and each shard term's controller clients send, by impersonating their own
-# user (rbac.yaml), the holder (mini-kcm.io/lease-holder, the replica's identity) and
-# the shard Lease they work under (mini-kcm.io/lease, <namespace>/<name>-<shard>).
-# bindings.yaml binds this policy once per shard Lease; the binding of Lease i refuses a
-# write that names Lease i unless its holder is Lease i's, and lets the writes for the
-# other shards pass to their own bindings. A holder that was frozen, partitioned or
-# suspended while another replica took its shard over still sends the old holder, and
-# its writes are refused here even if its own clock says it still holds the shard.
-#
-# What it covers, and what it does not:
-#   - resources and identities: those of deploy/fence/policy.yaml, and a write of a
-#     mini-kcm identity without the shard Lease extra is refused by every binding.
-#   - the namespace: CEL cannot hash a namespace into its shard, so the policy trusts
-#     the Lease a write names; that a shard's writes stay within its range is checked
-#     on the replica's side (the shard filter of package sharding). The fence guards
-#     against stale holders, not hostile ones, as deploy/fence/ does.
-#   - a shard without a binding is not fenced here: a replica started with
-#     --leader-elect-apiserver-fence checks at start that every shard Lease
-#     0 … --shards-1 has one, and fails otherwise (regenerate bindings.yaml for the new
-#     --shards with make generate).
-#   - the window: as deploy/fence/'s, the apiserver's watch cache lag behind a Lease write.
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicy
-metadata:
-  name: ` + ShardFencePolicyName + `
-` + labels + `spec:
-  # Ignore, as deploy/fence/'s: the apiserver resolves the parameter before it evaluates
-  # the match conditions, so an error there would refuse these writes of every user, not
-  # only mini-kcm's. Every lookup below is guarded, and each shard's in-process fence stays.
-  failurePolicy: Ignore
-  paramKind:
-    apiVersion: coordination.k8s.io/v1
-    kind: Lease
-  matchConstraints:
-    resourceRules:
-`)
-	b.WriteString(fencedRequests(reg))
-	b.WriteString(`  validations:
-  - expression: >-
-      'mini-kcm.io/lease' in request.userInfo.extra
-    messageExpression: >-
-      'write fenced by the apiserver: ' + request.userInfo.username +
-      ' sends no mini-kcm.io/lease extra naming its shard Lease (run every sharded replica with --leader-elect-apiserver-fence)'
-    reason: Forbidden
-  - expression: >-
-      !('mini-kcm.io/lease' in request.userInfo.extra) ||
-      request.userInfo.extra['mini-kcm.io/lease'] != [params.metadata.namespace + '/' + params.metadata.name] ||
-      ('mini-kcm.io/lease-holder' in request.userInfo.extra &&
-      has(params.spec.holderIdentity) &&
-      request.userInfo.extra['mini-kcm.io/lease-holder'] == [params.spec.holderIdentity])
-    messageExpression: >-
-      'write fenced by the apiserver: ' + request.userInfo.username +
-      (('mini-kcm.io/lease-holder' in request.userInfo.extra) ?
-      ' writes as holder ' + request.userInfo.extra['mini-kcm.io/lease-holder'][0] :
-      ' sends no mini-kcm.io/lease-holder extra') +
-      ' of shard lease ' + params.metadata.namespace + '/' + params.metadata.name + ', which is held by ' +
-      ((has(params.spec.holderIdentity) && params.spec.holderIdentity != '') ? params.spec.holderIdentity : 'nobody')
-    reason: Forbidden
-`)
-	return []byte(b.String())
+	return []byte(generatedHeader + leaderelection.ShardFencePolicy(fencedWrites(reg), labels))
 }
 
 func shardFenceBindingsFile(sharded ShardedInstall) []byte {
@@ -704,8 +555,8 @@ func shardFenceBindingsFile(sharded ShardedInstall) []byte {
 			b.WriteString("---\n")
 		}
 		b.WriteString("apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\nmetadata:\n")
-		b.WriteString("  name: " + ShardFenceBindingName(i) + "\n" + labels)
-		b.WriteString("spec:\n  policyName: " + ShardFencePolicyName + "\n  paramRef:\n")
+		b.WriteString("  name: " + leaderelection.ShardFenceBindingName(i) + "\n" + labels)
+		b.WriteString("spec:\n  policyName: " + leaderelection.ShardFencePolicyName + "\n  paramRef:\n")
 		b.WriteString("    namespace: " + sharded.LeaseNamespace + "\n")
 		b.WriteString("    name: " + sharded.LeaseName + "-" + strconv.Itoa(i) + "\n")
 		b.WriteString("    parameterNotFoundAction: Allow\n  validationActions: [Deny]\n")
@@ -719,17 +570,17 @@ func shardFenceRBACFile(reg *controllers.Registry) []byte {
 	b.WriteString(`#
 # --leader-elect-apiserver-fence with --shards: as deploy/fence/rbac.yaml, each
 # controller's ServiceAccount may impersonate itself, here with two extras, the holder
-# (mini-kcm.io/lease-holder) and the shard Lease (mini-kcm.io/lease). The replicas' own
+# (` + leaderelection.LeaseHolderExtra + `) and the shard Lease (` + leaderelection.ShardLeaseExtra + `). The replicas' own
 # ServiceAccount may list the fence's bindings, which it checks at start (one per shard).
 # The Roles that let each account impersonate itself are deploy/fence/'s, object for
 # object, so that moving between the installs changes none of them.
 `)
 	b.WriteString(selfImpersonation(reg, "mini-kcm:shard-lease-extras",
-		[]string{"userextras/mini-kcm.io/lease", "userextras/mini-kcm.io/lease-holder"}))
+		[]string{"userextras/" + leaderelection.ShardLeaseExtra, "userextras/" + leaderelection.LeaseHolderExtra}))
 	b.WriteString("---\n")
 	b.WriteString(meta("ClusterRole", rbacAPIVersion, "mini-kcm:shard-fence-bindings", ""))
 	b.WriteString("rules:\n")
-	b.WriteString(rule("A replica checks at start that every shard Lease has its binding of "+ShardFencePolicyName+
+	b.WriteString(rule("A replica checks at start that every shard Lease has its binding of "+leaderelection.ShardFencePolicyName+
 		"; RBAC cannot narrow a list by name.", "admissionregistration.k8s.io",
 		[]string{"validatingadmissionpolicybindings"}, nil, []string{"list"}))
 	b.WriteString("---\n")

@@ -23,6 +23,7 @@ import (
 
 	"github.com/mini-kcm/mini-kcm/controllers"
 	"github.com/mini-kcm/mini-kcm/controllers/all"
+	"github.com/mini-kcm/mini-kcm/leaderelection"
 )
 
 // throwaway is a controller that exists only in this test: what a new controller's
@@ -284,15 +285,15 @@ func TestTheShardedFenceHasABindingPerShardLeaseOfTheOverlay(t *testing.T) {
 	}
 	for i, b := range bindings {
 		ref := b.Spec.ParamRef
-		if b.Name != ShardFenceBindingName(i) || b.Spec.PolicyName != ShardFencePolicyName || ref == nil ||
+		if b.Name != leaderelection.ShardFenceBindingName(i) || b.Spec.PolicyName != leaderelection.ShardFencePolicyName || ref == nil ||
 			ref.Namespace != "kube-system" || ref.Name != "kcm-"+strconv.Itoa(i) ||
 			ref.ParameterNotFoundAction == nil || *ref.ParameterNotFoundAction != admissionregistrationv1.AllowAction {
-			t.Errorf("binding %d = %+v, want %s binding kube-system/kcm-%d, allowing while the Lease does not exist", i, b.Spec, ShardFencePolicyName, i)
+			t.Errorf("binding %d = %+v, want %s binding kube-system/kcm-%d, allowing while the Lease does not exist", i, b.Spec, leaderelection.ShardFencePolicyName, i)
 		}
 	}
 	policies := objectsOf[*admissionregistrationv1.ValidatingAdmissionPolicy](t, generated(t, files, "sharded/fence/policy.yaml"))
-	if len(policies) != 1 || policies[0].Name != ShardFencePolicyName || len(policies[0].Spec.Validations) != 2 {
-		t.Fatalf("sharded/fence/policy.yaml holds %+v, want the policy %s with two validations", policies, ShardFencePolicyName)
+	if len(policies) != 1 || policies[0].Name != leaderelection.ShardFencePolicyName || len(policies[0].Spec.Validations) != 2 {
+		t.Fatalf("sharded/fence/policy.yaml holds %+v, want the policy %s with two validations", policies, leaderelection.ShardFencePolicyName)
 	}
 	rbac := generated(t, files, "sharded/fence/rbac.yaml")
 	if !slices.ContainsFunc(objectsOf[*rbacv1.ClusterRole](t, rbac), func(r *rbacv1.ClusterRole) bool {
