@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	goruntime "runtime"
 	"sort"
@@ -12,14 +13,15 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/server/flagz"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"github.com/mini-kcm/mini-kcm/app/clients"
 	"github.com/mini-kcm/mini-kcm/app/serving"
 	"github.com/mini-kcm/mini-kcm/caches/cachetrim"
 	"github.com/mini-kcm/mini-kcm/controllers"
+	"github.com/mini-kcm/mini-kcm/handover"
 	"github.com/mini-kcm/mini-kcm/leaderelection"
 	"github.com/mini-kcm/mini-kcm/options"
 	"github.com/mini-kcm/mini-kcm/sharding"
@@ -64,182 +66,222 @@ func run(ctx context.Context, cfg *options.Config, reg *controllers.Registry, ap
 	logger.Info("Golang settings", "GOGC", os.Getenv("GOGC"), "GOMAXPROCS", os.Getenv("GOMAXPROCS"),
 		"GOTRACEBACK", os.Getenv("GOTRACEBACK"))
 
+	r, err := newReplica(logger, cfg, reg)
+	if err != nil {
+		return err
+	}
+	stopReadiness := context.AfterFunc(ctx, r.ready.SetStopping)
+	defer stopReadiness()
+
+	// The process's stages, in start order; they stop in reverse once the work (the
+	// election, or the controllers without it) returned. See lifecycle. Each run mode
+	// adds its own stages and work to the shared ones.
+	process := r.processStages(ctx, apiServerWait)
+	runMode := map[runMode]func(context.Context, *lifecycle) error{
+		withoutElection: r.runWithoutElection,
+		sharded:         r.runSharded,
+		warmStandby:     r.runWarmStandby,
+		coldStandby:     r.runColdStandby,
+	}[r.mode.run]
+	if err := runMode(ctx, process); err != nil {
+		return err
+	}
+	logger.Info("Shutdown complete")
+	return nil
+}
+
+// replica is what every run mode shares, built before anything starts: the run mode,
+// the clients, the controller manager, and what serving reports.
+type replica struct {
+	cfg      *options.Config
+	mode     *replicaMode
+	builder  clients.Builder
+	manager  *controllerManager
+	events   *eventRecorders
+	ready    *serving.Readiness
+	probe    *serving.APIServerProbe
+	handler  http.Handler
+	watchdog *leaderelection.Watchdog
+	status   *replicaStatus
+	// upstream looks, while leading, for kube-controller-manager running our controllers too.
+	upstream *handover.Watch
+	// probeClient reads what a replica checks at start.
+	probeClient kubernetes.Interface
+	eventClient kubernetes.Interface
+}
+
+func newReplica(logger klog.Logger, cfg *options.Config, reg *controllers.Registry) (*replica, error) {
 	// The run mode decides the identity and the fence before any client is built: the
 	// fence guards every client's writes, and with --leader-elect-apiserver-fence the
 	// controllers' clients carry the identity (see clients.Builder.Config).
 	mode, err := newReplicaMode(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	mode.logStart(logger)
 	// The shared informers keep of pods what the registered controllers declare they read.
 	trimmer, err := cachetrim.NewTrimmer(reg.PodReads())
 	if err != nil {
-		return fmt.Errorf("trimming cached pods: %w", err)
+		return nil, fmt.Errorf("trimming cached pods: %w", err)
 	}
-	builder := clients.Builder{Base: cfg.RESTConfig, UserAgent: userAgent, Fence: mode.fence,
+	r := &replica{cfg: cfg, mode: mode, events: &eventRecorders{}, ready: &serving.Readiness{}}
+	r.builder = clients.Builder{Base: cfg.RESTConfig, UserAgent: userAgent, Fence: mode.fence,
 		InProcessFenceOff: mode.inProcessFenceOff, Trimmer: trimmer}
 	if mode.apiserverFence {
-		builder.Holder, builder.Controllers = mode.identity, sets.New(reg.Names()...)
+		r.builder.Holder, r.builder.Controllers = mode.identity, sets.New(reg.Names()...)
 	}
 	if cfg.UseServiceAccountCredentials {
-		tokenClient, err := builder.Client("token-requests")
+		tokenClient, err := r.builder.Client("token-requests")
 		if err != nil {
-			return err
+			return nil, err
 		}
-		builder.ServiceAccounts, builder.Tokens = controllerServiceAccounts(reg), tokenClient.CoreV1()
+		r.builder.ServiceAccounts, r.builder.Tokens = controllerServiceAccounts(reg), tokenClient.CoreV1()
 		logger.Info("Controllers write with the credentials of their own ServiceAccounts", "namespace", "kube-system",
-			"serviceAccounts", builder.ServiceAccounts)
+			"serviceAccounts", r.builder.ServiceAccounts)
 	}
-	eventClient, err := builder.Client("event-recorder")
-	if err != nil {
-		return err
+	if r.eventClient, err = r.builder.Client("event-recorder"); err != nil {
+		return nil, err
 	}
-	probeClient, err := builder.Client("apiserver-probe")
-	if err != nil {
-		return err
+	if r.probeClient, err = r.builder.Client("apiserver-probe"); err != nil {
+		return nil, err
 	}
-	events := &eventRecorders{}
-
-	ready := &serving.Readiness{}
-	stopReadiness := context.AfterFunc(ctx, ready.SetStopping)
-	defer stopReadiness()
-	probe := serving.NewAPIServerProbe(probeClient.Discovery().RESTClient(), cfg.RESTConfig.Host)
+	r.probe = serving.NewAPIServerProbe(r.probeClient.Discovery().RESTClient(), cfg.RESTConfig.Host)
 
 	// A worker wedged in one sync fails /livez and /healthz, naming controller and key.
 	syncs := &controllers.InFlightSyncs{Threshold: cfg.ControllerSyncStuckThreshold}
-	var watchdog *leaderelection.Watchdog
 	if mode.run != withoutElection {
 		// The watchdog fails /healthz for a leader whose renewal loop stopped trying:
 		// it is wedged, and the kubelet's liveness probe should restart it
 		// (kubernetes#70819). A leader paused by an unreachable apiserver is healthy.
-		watchdog = leaderelection.NewWatchdog(watchdogTolerance)
+		r.watchdog = leaderelection.NewWatchdog(watchdogTolerance)
 	}
-	status := &replicaStatus{ready: ready, mode: mode}
-	status.enabled, status.disabled = enabledAndDisabled(reg, cfg.EnabledControllers)
+	r.status = &replicaStatus{ready: r.ready, mode: mode}
+	r.status.enabled, r.status.disabled = enabledAndDisabled(reg, cfg.EnabledControllers)
 	if mode.singleLeader() {
-		status.election = &electionStatus{}
+		r.status.election = &electionStatus{}
 	}
-	// The leader looks for kube-controller-manager running our controllers too.
-	upstream, err := newUpstreamWatch(builder, cfg.EnabledControllers)
-	if err != nil {
-		return err
+	if r.upstream, err = newUpstreamWatch(r.builder, cfg.EnabledControllers); err != nil {
+		return nil, err
 	}
-	handler := serving.NewHandler(Version(), serving.NewHealthChecks(syncs, watchdog, probe, ready),
+	r.handler = serving.NewHandler(Version(), serving.NewHealthChecks(syncs, r.watchdog, r.probe, r.ready),
 		cfg.Serving.EnableProfiling, flagz.NamedFlagSetsReader{FlagSets: cfg.Serving.Flags},
-		append(status.fields(), upstreamStatusz(upstream)))
+		append(r.status.fields(), upstreamStatusz(r.upstream)))
 
-	manager := &controllerManager{
+	r.manager = &controllerManager{
 		registry:        reg,
 		enabled:         cfg.EnabledControllers,
 		config:          cfg.Controllers,
-		clients:         builder,
-		informerClient:  builder.InformerClient,
-		cacheTransform:  builder.CacheTransform(),
-		events:          events,
+		clients:         r.builder,
+		informerClient:  r.builder.InformerClient,
+		cacheTransform:  r.builder.CacheTransform(),
+		events:          r.events,
 		minResyncPeriod: cfg.MinResyncPeriod,
 		shutdownTimeout: cfg.ControllerShutdownTimeout,
 		startInterval:   cfg.ControllerStartInterval,
-		readiness:       ready,
+		readiness:       r.ready,
 		syncs:           syncs,
 	}
+	return r, nil
+}
 
-	// The process's stages, in start order; they stop in reverse once the work (the
-	// election, or the controllers without it) returned. See lifecycle.
+// processStages are the stages of every run mode: serving, event recording and the
+// apiserver probe.
+func (r *replica) processStages(ctx context.Context, apiServerWait time.Duration) *lifecycle {
 	process := newLifecycle("process")
 	// Serving comes first, before anything can block, on every replica: probes and
 	// metrics must work for standbys and for a replica still waiting for the apiserver.
 	// It stops last.
 	process.add("serving", func(ctx context.Context) (func(), error) {
-		srv, err := serving.Start(ctx, cfg.Serving, handler)
+		srv, err := serving.Start(ctx, r.cfg.Serving, r.handler)
 		return srv.Stop, err
 	})
 	// Events are recorded until the election ended, so that "stopped leading" gets out.
 	process.add("event broadcaster", func(ctx context.Context) (func(), error) {
-		events.start(ctx, eventClient)
-		return events.shutdown, nil
+		r.events.start(ctx, r.eventClient)
+		return r.events.shutdown, nil
 	})
 	// Wait for the apiserver (a signal ends the wait, which is not an error), then keep
 	// probing it for /readyz through the shutdown.
 	process.add("apiserver probe", func(probeCtx context.Context) (func(), error) {
-		if err := probe.WaitUntilHealthy(ctx, apiServerWait); err != nil {
+		if err := r.probe.WaitUntilHealthy(ctx, apiServerWait); err != nil {
 			if ctx.Err() != nil {
 				return nil, errShutDownWhileStarting
 			}
 			return nil, err
 		}
 		var probing sync.WaitGroup
-		probing.Go(func() { probe.Run(probeCtx, apiServerProbeInterval) })
+		probing.Go(func() { r.probe.Run(probeCtx, apiServerProbeInterval) })
 		return probing.Wait, nil
 	})
-	switch mode.run {
-	case withoutElection:
-		built := manager.addStages(process)
-		err = process.run(ctx, "controllers", whileWatchingUpstream(upstream, func(ctx context.Context) error {
-			return manager.runWorkers(ctx, built)
-		}))
-	case sharded:
-		// Active-active: the namespaces are cut into shards, and this replica runs the
-		// controllers on its fair share of them; see sharding.Replica.
-		replica, buildErr := newShardedReplica(cfg, mode, manager, builder, probeClient, events, ready)
-		if buildErr != nil {
-			return buildErr
-		}
-		status.shards = replica.Status
-		err = process.run(ctx, "shards", func(ctx context.Context) error {
-			// The apiserver's half of the fence needs one binding per shard; without
-			// them a shard's stale holder would be fenced in-process only.
-			if mode.apiserverFence {
-				if err := sharding.CheckFenceBindings(ctx, probeClient, mode.namespace, mode.name, mode.shards); err != nil {
-					return err
-				}
+	return process
+}
+
+// runWithoutElection (--leader-elect=false) runs the controllers at once, until ctx ends.
+func (r *replica) runWithoutElection(ctx context.Context, process *lifecycle) error {
+	built := r.manager.addStages(process)
+	return process.run(ctx, "controllers", whileWatchingUpstream(r.upstream, func(ctx context.Context) error {
+		return r.manager.runWorkers(ctx, built)
+	}))
+}
+
+// runSharded is active-active: the namespaces are cut into shards, and this replica
+// runs the controllers on its fair share of them; see sharding.Replica.
+func (r *replica) runSharded(ctx context.Context, process *lifecycle) error {
+	shards, err := newShardedReplica(r.cfg, r.mode, r.manager, r.builder, r.probeClient, r.events, r.ready)
+	if err != nil {
+		return err
+	}
+	r.status.shards = shards.Status
+	return process.run(ctx, "shards", func(ctx context.Context) error {
+		// The apiserver's half of the fence needs one binding per shard; without
+		// them a shard's stale holder would be fenced in-process only.
+		if r.mode.apiserverFence {
+			if err := sharding.CheckFenceBindings(ctx, r.probeClient, r.mode.namespace, r.mode.name, r.mode.shards); err != nil {
+				return err
 			}
-			return replica.Run(ctx)
-		})
-	case warmStandby:
-		// A warm standby builds the controllers and syncs the informers before and
-		// during the election, so that leading only starts the workers: the election
-		// runs a term of workers while leading and releases the Lease after the
-		// workers drained; the informers stop after that. leaderelection owns the
-		// release order.
-		reads, readsErr := builder.Config("takeover-barrier")
-		if readsErr != nil {
-			return readsErr
 		}
-		metadataClient, readsErr := metadata.NewForConfig(reads)
-		if readsErr != nil {
-			return fmt.Errorf("building the takeover barrier's client: %w", readsErr)
-		}
-		manager.takeover = newTakeoverBarrier(metadataClient, mode.timings.RetryPeriod)
-		err = process.run(ctx, "election", func(ctx context.Context) error {
-			return campaignUntilShutdown(ctx, func(ctx context.Context) error {
-				// Each campaign builds the controllers anew: a lost term's shut its
-				// queues down.
-				standby := newLifecycle("standby")
-				built := manager.addStages(standby)
-				return standby.run(ctx, "election", func(ctx context.Context) error {
-					return campaign(ctx, cfg.RESTConfig, mode, events, watchdog, ready, status.election,
-						whileWatchingUpstream(upstream, func(ctx context.Context) error {
-							return manager.takeOver(ctx, built)
-						}))
+		return shards.Run(ctx)
+	})
+}
+
+// runWarmStandby (the default) builds the controllers and syncs the informers before
+// and during the election, so that leading only starts the workers: the election runs
+// a term of workers while leading and releases the Lease after the workers drained;
+// the informers stop after that. leaderelection owns the release order.
+func (r *replica) runWarmStandby(ctx context.Context, process *lifecycle) error {
+	reads, err := r.builder.Config("takeover-barrier")
+	if err != nil {
+		return err
+	}
+	metadataClient, err := metadata.NewForConfig(reads)
+	if err != nil {
+		return fmt.Errorf("building the takeover barrier's client: %w", err)
+	}
+	r.manager.takeover = newTakeoverBarrier(metadataClient, r.mode.timings.RetryPeriod)
+	return process.run(ctx, "election", func(ctx context.Context) error {
+		return campaignUntilShutdown(ctx, func(ctx context.Context) error {
+			// Each campaign builds the controllers anew: a lost term's shut its
+			// queues down.
+			standby := newLifecycle("standby")
+			built := r.manager.addStages(standby)
+			return standby.run(ctx, "election", func(ctx context.Context) error {
+				return r.campaign(ctx, func(ctx context.Context) error {
+					return r.manager.takeOver(ctx, built)
 				})
 			})
 		})
-	case coldStandby:
-		// A cold standby only campaigns: the election runs a whole term (informers,
-		// then controllers, see controllerManager.run) while leading and releases the
-		// Lease after the term ended.
-		err = process.run(ctx, "election", func(ctx context.Context) error {
-			return campaignUntilShutdown(ctx, func(ctx context.Context) error {
-				return campaign(ctx, cfg.RESTConfig, mode, events, watchdog, ready, status.election,
-					whileWatchingUpstream(upstream, manager.run))
-			})
+	})
+}
+
+// runColdStandby (--leader-elect-warm-standby=false) only campaigns: the election runs
+// a whole term (informers, then controllers, see controllerManager.run) while leading
+// and releases the Lease after the term ended.
+func (r *replica) runColdStandby(ctx context.Context, process *lifecycle) error {
+	return process.run(ctx, "election", func(ctx context.Context) error {
+		return campaignUntilShutdown(ctx, func(ctx context.Context) error {
+			return r.campaign(ctx, r.manager.run)
 		})
-	}
-	if err == nil {
-		logger.Info("Shutdown complete")
-	}
-	return err
+	})
 }
 
 // campaignUntilShutdown campaigns again each time a term lost the Lease, until ctx is
@@ -258,23 +300,22 @@ func campaignUntilShutdown(ctx context.Context, campaignOnce func(ctx context.Co
 	}
 }
 
-// campaign joins the election for the mode's Lease and runs the controllers while
-// leading.
-func campaign(ctx context.Context, base *rest.Config, mode *replicaMode, events *eventRecorders,
-	watchdog *leaderelection.Watchdog, ready *serving.Readiness, election *electionStatus,
-	runControllers func(context.Context) error) error {
-	client, leaseWatch, err := mode.electionClients(base, "leader-election")
+// campaign joins the election for the mode's Lease and runs term, while watching for
+// kube-controller-manager running our controllers too, while leading.
+func (r *replica) campaign(ctx context.Context, term func(context.Context) error) error {
+	client, leaseWatch, err := r.mode.electionClients(r.cfg.RESTConfig, "leader-election")
 	if err != nil {
 		return err
 	}
-	election.joined(mode.identity)
-	ready.SetStandby()
-	config := mode.election(client)
-	config.EventRecorder = events.Recorder(eventComponent)
-	config.WatchDog, config.Fence, config.Observe = watchdog, mode.fence, election.observe
+	election := r.status.election
+	election.joined(r.mode.identity)
+	r.ready.SetStandby()
+	config := r.mode.election(client)
+	config.EventRecorder = r.events.Recorder(eventComponent)
+	config.WatchDog, config.Fence, config.Observe = r.watchdog, r.mode.fence, election.observe
 	// A standby watches the Lease, so that it tries to take it the moment it expires.
 	config.LeaseWatch = leaseWatch
-	return leaderelection.Run(ctx, config, runControllers)
+	return leaderelection.Run(ctx, config, whileWatchingUpstream(r.upstream, term))
 }
 
 // enabledAndDisabled returns the enabled controllers and the registered ones that are
