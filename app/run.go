@@ -227,7 +227,7 @@ func (r *replica) runWithoutElection(ctx context.Context, process *lifecycle) er
 // runSharded is active-active: the namespaces are cut into shards, and this replica
 // runs the controllers on its fair share of them; see sharding.Replica.
 func (r *replica) runSharded(ctx context.Context, process *lifecycle) error {
-	shards, err := newShardedReplica(r.cfg, r.mode, r.manager, r.builder, r.probeClient, r.events, r.ready)
+	shards, err := r.newShardedReplica()
 	if err != nil {
 		return err
 	}

@@ -12,23 +12,21 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/mini-kcm/mini-kcm/app/clients"
 	"github.com/mini-kcm/mini-kcm/app/serving"
 	"github.com/mini-kcm/mini-kcm/leaderelection"
-	"github.com/mini-kcm/mini-kcm/options"
 	"github.com/mini-kcm/mini-kcm/sharding"
 )
 
 // newShardedReplica wires a sharded replica (package sharding holds the protocol) to
-// the process: manager is the single leader's controller manager, of which each shard's
+// the process: r.manager is the single leader's controller manager, of which each shard's
 // term runs a copy restricted to the shard, with its clients fenced by the shard's Lease.
 //
 // The mode's identity is the holder of the replica's shard Leases; under
 // --leader-elect-apiserver-fence each term's controller clients send it with the shard
 // Lease's name, which the sharded fence policy (deploy/sharded/fence/) compares with
 // that Lease.
-func newShardedReplica(cfg *options.Config, mode *replicaMode, manager *controllerManager, builder clients.Builder,
-	probe kubernetes.Interface, events *eventRecorders, ready *serving.Readiness) (*sharding.Replica, error) {
+func (r *replica) newShardedReplica() (*sharding.Replica, error) {
+	cfg, mode, manager, builder, events := r.cfg, r.mode, r.manager, r.builder, r.events
 	electionClient, leaseWatch, err := mode.electionClients(cfg.RESTConfig, "leader-election")
 	if err != nil {
 		return nil, err
@@ -66,11 +64,11 @@ func newShardedReplica(cfg *options.Config, mode *replicaMode, manager *controll
 		Client:             electionClient,
 		CoordinatorClient:  coordinatorClient,
 		LeaseWatch:         leaseWatch,
-		Probe:              probe,
+		Probe:              r.probeClient,
 		Weigh:              sharding.WeighPods(metadataClient),
 		Recorder:           func() record.EventRecorder { return events.Recorder(eventComponent) },
 		Cluster:            cluster,
-		Campaigning:        ready.SetStandby,
+		Campaigning:        r.ready.SetStandby,
 		Term: func(ctx context.Context, term sharding.Term) error {
 			m := *manager
 			m.clients = builder.ForShardTerm(term.Fence, mode.namespace+"/"+sharding.ShardLeaseName(mode.name, term.Shard),
