@@ -29,7 +29,7 @@ const (
 	WatchInterval = 10 * time.Second
 	// watchPageSize bounds a page: a sweep lists one page of each resource per
 	// interval, continuing where the last one ended, so that every object is seen once
-	// per sweep at a cost of four small metadata LISTs per interval.
+	// per sweep at a cost of five small metadata LISTs per interval.
 	watchPageSize = 500
 	// activeFor is how long a controller counts as still run by kube-controller-manager
 	// after its last write was seen: a fight writes often, and a hand-over completed
@@ -69,9 +69,17 @@ type watchedResource struct {
 }
 
 // watchedResources are the objects of our four controllers. Upstream's ReplicaSet
-// controller writes ReplicaSet status (it creates pods, but pods have other writers);
+// controller writes ReplicaSet status and creates (and adopts) the pods of ReplicaSets;
 // the Deployment controller writes ReplicaSets (create, scale, annotations) and
 // Deployment status; the Endpoints and EndpointSlice controllers write their objects.
+//
+// Pods are watched because a status write is a weak trace: the controller that writes
+// the status next takes over the fields it changed, and an entry left with no field
+// leaves managedFields, so a page may find none of upstream's status writes after a
+// fight. The pods upstream created keep its entry for as long as they exist. Other
+// kube-controller-manager controllers write pods too (the node lifecycle, disruption
+// and pod GC controllers), but through the status subresource; the garbage collector
+// removes owner references, after which the pod no longer names its ReplicaSet.
 var watchedResources = []watchedResource{
 	{gvr: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "replicasets"}, kind: "ReplicaSet",
 		writer: func(_ *metav1.PartialObjectMetadata, e metav1.ManagedFieldsEntry) string {
@@ -88,6 +96,15 @@ var watchedResources = []watchedResource{
 		writer: func(obj *metav1.PartialObjectMetadata, _ metav1.ManagedFieldsEntry) string {
 			if obj.Labels["endpointslice.kubernetes.io/managed-by"] == endpointSliceManagedBy {
 				return "endpointslice-controller"
+			}
+			return ""
+		}},
+	{gvr: schema.GroupVersionResource{Version: "v1", Resource: "pods"}, kind: "Pod",
+		writer: func(obj *metav1.PartialObjectMetadata, e metav1.ManagedFieldsEntry) string {
+			owner := metav1.GetControllerOfNoCopy(obj)
+			if e.Subresource == "" && e.Operation == metav1.ManagedFieldsOperationUpdate && owner != nil &&
+				owner.Kind == "ReplicaSet" && strings.HasPrefix(owner.APIVersion, "apps/") {
+				return "replicaset-controller"
 			}
 			return ""
 		}},

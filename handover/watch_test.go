@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	metadatafake "k8s.io/client-go/metadata/fake"
+	"k8s.io/utils/ptr"
 )
 
 var ours = []string{"deployment-controller", "endpoints-controller", "endpointslice-controller", "replicaset-controller"}
@@ -23,6 +24,13 @@ func object(apiVersion, kind, name string, labels map[string]string, entries ...
 		TypeMeta:   metav1.TypeMeta{APIVersion: apiVersion, Kind: kind},
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: labels, ManagedFields: entries},
 	}
+}
+
+// podOf is a pod whose controller is of the given kind.
+func podOf(ownerAPIVersion, ownerKind string, entries ...metav1.ManagedFieldsEntry) *metav1.PartialObjectMetadata {
+	pod := object("v1", "Pod", "p", nil, entries...)
+	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: ownerAPIVersion, Kind: ownerKind, Name: "owner", UID: "u", Controller: ptr.To(true)}}
+	return pod
 }
 
 func TestUpstreamWritesNamesTheControllerBehindEachEntry(t *testing.T) {
@@ -54,6 +62,15 @@ func TestUpstreamWritesNamesTheControllerBehindEachEntry(t *testing.T) {
 			object("discovery.k8s.io/v1", "EndpointSlice", "svc-abc", map[string]string{"endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"},
 				entry("kube-controller-manager", "", after)),
 			map[string]string{"endpointslice-controller": "EndpointSlice ns/svc-abc"}},
+		{"a pod a ReplicaSet controls, created by upstream, is the ReplicaSet controller's", 4,
+			podOf("apps/v1", "ReplicaSet", entry("kube-controller-manager", "", after)),
+			map[string]string{"replicaset-controller": "Pod ns/p"}},
+		{"upstream's status writes to pods are other controllers'", 4,
+			podOf("apps/v1", "ReplicaSet", entry("kube-controller-manager", "status", after)), nil},
+		{"pods of other owners are other controllers'", 4,
+			podOf("apps/v1", "StatefulSet", entry("kube-controller-manager", "", after)), nil},
+		{"pods without an owner are nobody's of ours", 4,
+			object("v1", "Pod", "p", nil, entry("kube-controller-manager", "", after)), nil},
 		{"EndpointSlice of the mirroring controller is not ours", 3,
 			object("discovery.k8s.io/v1", "EndpointSlice", "svc-abc", map[string]string{"endpointslice.kubernetes.io/managed-by": "endpointslicemirroring-controller.k8s.io"},
 				entry("kube-controller-manager", "", after)), nil},
