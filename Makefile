@@ -135,7 +135,10 @@ test-e2e: check-version control-plane build ## E2E suites against a real local c
 	@# 3. The failover demo, verbosely so that CI's log shows both takeovers.
 	@# 4. A short subset of the -tags long tests, so that their code runs and not only
 	@#    compiles: five SIGKILL takeovers at the defaults (about 40s).
-	@failed=(); \
+	@# The test binaries (not the product under test, which is built above) are static
+	@# and -trimpath, as make build and the control plane: their packages are then the
+	@# very ones those builds compiled.
+	@failed=(); export CGO_ENABLED=0 GOFLAGS=-trimpath; \
 	MINI_KCM_BINARY=$(CURDIR)/bin/mini-kcm-race MINI_KCM_STATIC_BINARY=$(CURDIR)/bin/mini-kcm $(GO) test -p 1 -count=1 -timeout 30m \
 		$$($(GO) list ./test/... | grep -v -e /test/cmd/demo-failover -e /test/e2e/node) || failed+=("the e2e suites"); \
 	MINI_KCM_NODE_BINARY=$(CURDIR)/bin/mini-kcm $(GO) test -count=1 -v -timeout 20m ./test/e2e/node/ || failed+=("the node suite"); \
@@ -235,8 +238,11 @@ lint: ## gofmt, go vet and staticcheck (also over the make test-long tests).
 	@# -tags long adds the make test-long files and hides none, so one pass of each covers
 	@# both builds; a file built only without the tag would escape it, so none may exist.
 	@if git grep -l -e '^//go:build.*!long' -- '*.go'; then echo "the files above build only without -tags long, which lint does not see" >&2; exit 1; fi
-	$(GO) vet -tags long ./...
-	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags long ./...
+	@# Static and -trimpath, as make build and the control plane build: the packages
+	@# vet and staticcheck compile for their type information are then the very ones
+	@# those builds compile (one compile each with an empty Go cache, not two).
+	CGO_ENABLED=0 $(GO) vet -trimpath -tags long ./...
+	CGO_ENABLED=0 GOFLAGS=-trimpath $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags long ./...
 
 .PHONY: clean
 clean: ## Remove build output (not the control plane cache in $(BIN_DIR)).

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
+	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -141,7 +141,10 @@ var strictDecoder = serializer.NewCodecFactory(scheme.Scheme, serializer.EnableS
 
 // decodeRepoFile decodes the single object of a file of the repository into into.
 func decodeRepoFile(rel string, into any) error {
-	path := filepath.Join(repoRoot(), rel)
+	path, err := repoFile(rel)
+	if err != nil {
+		return err
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", rel, err)
@@ -167,9 +170,42 @@ func decodeRepoFile(rel string, into any) error {
 	return nil
 }
 
-// repoRoot is the repository this package was built from: the tests and `make run`
-// build it from the checkout, which holds deploy/.
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
+// repoRoot is the checkout the tests and `make run` run in, which holds deploy/: the
+// nearest directory above the working directory whose go.mod is mini-kcm's module.
+// (Not this file's build path, which -trimpath, as make test builds, leaves relative.)
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for start := dir; ; {
+		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil &&
+			isMiniKCMModule(data) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no mini-kcm checkout (a go.mod of module github.com/mini-kcm/mini-kcm) at or above %s: run from the checkout", start)
+		}
+		dir = parent
+	}
+}
+
+// isMiniKCMModule says whether a go.mod declares mini-kcm's module.
+func isMiniKCMModule(goMod []byte) bool {
+	for _, line := range strings.Split(string(goMod), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "module" {
+			return strings.Trim(f[1], `"`) == "github.com/mini-kcm/mini-kcm"
+		}
+	}
+	return false
+}
+
+// repoFile is the path of rel (slash-separated) in the checkout.
+func repoFile(rel string) (string, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, filepath.FromSlash(rel)), nil
 }

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,7 +38,11 @@ func ShardFencePolicy(identities string) (*admissionregistrationv1.ValidatingAdm
 // after prefix, for the objects of namespaces only (nil: of every namespace, as
 // deploy/sharded/ binds them).
 func ShardFenceBindings(prefix, leaseNamespace, leaseName string, shards int, namespaces []string) ([]*admissionregistrationv1.ValidatingAdmissionPolicyBinding, error) {
-	data, err := os.ReadFile(filepath.Join(repoRoot(), shardFenceBindingsFile))
+	path, err := repoFile(shardFenceBindingsFile)
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", shardFenceBindingsFile, err)
 	}

@@ -192,6 +192,10 @@ func buildMiniKCM(tb testing.TB, race bool) (string, error) {
 	begin := time.Now()
 	cmd := exec.Command("go", args...)
 	cmd.Dir = root
+	if race {
+		// make test-e2e builds the test binaries static; the race detector needs cgo.
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	}
 	if output, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, output)
 	}
