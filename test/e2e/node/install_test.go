@@ -187,6 +187,11 @@ func uninstallDeployOnCleanup(t *testing.T, base, dir string) {
 		// The next install starts from no leader, as on a fresh cluster.
 		cp := framework.ControlPlane(t)
 		_ = cp.Client().CoordinationV1().Leases(leaseNamespace).Delete(context.Background(), leaseName, metav1.DeleteOptions{})
+		// And, after the sharded install, its shard, plan and membership Leases, as
+		// deploy/README's uninstall removes them: the next test's checks of what an
+		// uninstall leaves would find them.
+		_ = cp.Client().CoordinationV1().Leases(leaseNamespace).DeleteCollection(context.Background(), metav1.DeleteOptions{},
+			metav1.ListOptions{LabelSelector: "mini-kcm.io/lease-set=" + leaseName})
 		// Reinstalling deploy/fence after `kubectl delete -k` found the apiserver's
 		// admission policy judging writes by the old Lease's holder (the uninstalled
 		// leader's) for good, which fenced every write of the next install: once no
