@@ -96,7 +96,9 @@ func isReady(pod *corev1.Pod) bool {
 // podCensus watches the pods of one namespace and checks, at every change it sees (each
 // watch event is a consistent state of the cluster, in resourceVersion order), that no
 // owner has more active pods than allowed. Owners are ReplicaSets, or Deployments for
-// the pods of their ReplicaSets (summed over all of them).
+// the pods of their ReplicaSets (summed over all of them). It also watches the
+// namespace's ReplicaSets and checks, at every change of them, that a Deployment's
+// ReplicaSets together are no bigger than allowed: the bound a rolling update keeps.
 type podCensus struct {
 	t       testing.TB
 	factory informers.SharedInformerFactory
@@ -120,6 +122,12 @@ type podCensus struct {
 	seen sets.Set[types.UID]
 	// seenBy is every pod UID ever observed per owner key it had.
 	seenBy map[string]sets.Set[types.UID]
+	// sizeLimits maps a Deployment's name to the most replicas its ReplicaSets may ask
+	// for together (the sum of their spec.replicas).
+	sizeLimits map[string]int
+	// sizes is spec.replicas of every ReplicaSet a Deployment controls, by Deployment
+	// name and ReplicaSet UID, as of the latest ReplicaSet event.
+	sizes map[string]map[types.UID]int32
 	// violations describes every moment an owner exceeded its limit.
 	violations []string
 }
@@ -135,6 +143,9 @@ func watchPods(t testing.TB, client kubernetes.Interface, ns string) *podCensus 
 		seen:   sets.New[types.UID](),
 		seenBy: map[string]sets.Set[types.UID]{},
 		refs:   map[types.UID]metav1.OwnerReference{},
+
+		sizeLimits: map[string]int{},
+		sizes:      map[string]map[types.UID]int32{},
 	}
 	c.factory = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
 	c.pods = c.factory.Core().V1().Pods().Informer()
@@ -155,7 +166,19 @@ func watchPods(t testing.TB, client kubernetes.Interface, ns string) *podCensus 
 		t.Fatal(err)
 	}
 	_, err = c.replicaSets.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { c.replicaSetSeen(obj.(*appsv1.ReplicaSet)) },
+		AddFunc: func(obj any) {
+			c.replicaSetSeen(obj.(*appsv1.ReplicaSet))
+			c.replicaSetSized(obj.(*appsv1.ReplicaSet), false)
+		},
+		UpdateFunc: func(_, obj any) { c.replicaSetSized(obj.(*appsv1.ReplicaSet), false) },
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if rs, ok := obj.(*appsv1.ReplicaSet); ok {
+				c.replicaSetSized(rs, true)
+			}
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -178,6 +201,55 @@ func (c *podCensus) limit(kind, name string, n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.limits[kind+"/"+name] = n
+}
+
+// limitReplicaSets sets the most replicas the ReplicaSets of a Deployment may ask for
+// together from now on: during a rolling update, replicas plus maxSurge. This is the
+// bound the deployment controller keeps (upstream's NewRSNewReplicas sums the
+// ReplicaSets' spec.replicas, not their pods), so a rolling update is judged by it
+// rather than by limit: when the deployment controller shrinks an old ReplicaSet and
+// grows the new one, the replicaset controller deletes and creates pods independently,
+// and a deletion that has to wait (retried with backoff after an apiserver outage, or
+// behind client-side throttling) leaves the pods above the bound for a moment, in
+// kube-controller-manager as in mini-kcm. That no pod was created beyond what the
+// ReplicaSets asked for is for the audit log to show.
+func (c *podCensus) limitReplicaSets(deployment string, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sizeLimits[deployment] = n
+}
+
+// replicaSetSized records the size of a ReplicaSet a Deployment controls, or forgets it
+// once deleted, and checks the Deployment's limit on the sum of its ReplicaSets.
+func (c *podCensus) replicaSetSized(rs *appsv1.ReplicaSet, deleted bool) {
+	ref := metav1.GetControllerOf(rs)
+	if ref == nil || ref.Kind != "Deployment" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sizes := c.sizes[ref.Name]
+	if sizes == nil {
+		sizes = map[types.UID]int32{}
+		c.sizes[ref.Name] = sizes
+	}
+	if deleted {
+		delete(sizes, rs.UID)
+		return
+	}
+	sizes[rs.UID] = ptr.Deref(rs.Spec.Replicas, 1)
+	limit, ok := c.sizeLimits[ref.Name]
+	if !ok {
+		return
+	}
+	total := 0
+	for _, n := range sizes {
+		total += int(n)
+	}
+	if total > limit {
+		c.violations = append(c.violations, fmt.Sprintf("Deployment/%s: its ReplicaSets ask for %d replicas together at resourceVersion %s, limit %d (ReplicaSet %s at %d)",
+			ref.Name, total, rs.ResourceVersion, limit, rs.Name, sizes[rs.UID]))
+	}
 }
 
 // ownerKey names the owner a pod counts against: its controlling ReplicaSet, or the
@@ -307,18 +379,23 @@ func (c *podCensus) peaks() string {
 	sort.Strings(keys)
 	var b strings.Builder
 	for _, k := range keys {
-		fmt.Fprintf(&b, "%s=%d(limit %d) ", k, c.peak[k], c.limits[k])
+		if limit, ok := c.limits[k]; ok {
+			fmt.Fprintf(&b, "%s=%d(limit %d) ", k, c.peak[k], limit)
+		} else {
+			fmt.Fprintf(&b, "%s=%d ", k, c.peak[k])
+		}
 	}
 	return b.String()
 }
 
-// checkNoViolations fails the test if any owner ever had too many active pods.
+// checkNoViolations fails the test if any owner ever had too many active pods, or any
+// Deployment too big ReplicaSets.
 func (c *podCensus) checkNoViolations() {
 	c.t.Helper()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.violations) > 0 {
-		c.t.Errorf("owners had more active pods than desired %d times; first ones:\n%s",
+		c.t.Errorf("owners had more active pods, or Deployments bigger ReplicaSets, than allowed %d times; first ones:\n%s",
 			len(c.violations), strings.Join(c.violations[:min(10, len(c.violations))], "\n"))
 	}
 }
