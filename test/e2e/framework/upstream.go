@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -99,4 +100,27 @@ func StartElectedKubeControllerManager(t testing.TB, cp *controlplane.ControlPla
 		}
 	})
 	return p
+}
+
+// WriteKubeControllerManagerManifest writes kube-controller-manager's static pod
+// manifest to path as kubeadm lays it out (the pod in kube-system, the component label,
+// the command's flags), with the given --controllers value, for `mini-kcm handover
+// check --kcm-manifest` to read. Nothing runs it: it is the file a hand-over edits.
+func WriteKubeControllerManagerManifest(t testing.TB, path, controllers string) {
+	t.Helper()
+	pod := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: kube-controller-manager
+  namespace: kube-system
+  labels: {component: kube-controller-manager, tier: control-plane}
+spec:
+  containers:
+  - name: kube-controller-manager
+    image: registry.k8s.io/kube-controller-manager:v1.37.2
+    command: [kube-controller-manager, "--controllers=%s", --leader-elect=false, --use-service-account-credentials=true]
+`, controllers)
+	if err := os.WriteFile(path, []byte(pod), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }

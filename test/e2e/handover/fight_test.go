@@ -3,7 +3,6 @@ package handover
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -170,26 +169,12 @@ func TestLeaderReportsNothingOnceKubeControllerManagerHandedOver(t *testing.T) {
 	}
 }
 
-// runCheck runs `mini-kcm handover check` with a static pod manifest carrying the
-// command line StartKubeControllerManager gave kube-controller-manager.
+// runCheck runs `mini-kcm handover check` with a kubeadm-style static pod manifest
+// carrying the --controllers StartKubeControllerManager gave kube-controller-manager.
 func runCheck(t *testing.T, f *framework.Framework, controllers string) framework.Result {
 	t.Helper()
 	manifest := filepath.Join(t.TempDir(), "kube-controller-manager.yaml")
-	pod := fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: kube-controller-manager
-  namespace: kube-system
-  labels: {component: kube-controller-manager}
-spec:
-  containers:
-  - name: kube-controller-manager
-    image: registry.k8s.io/kube-controller-manager:v1.37.2
-    command: [kube-controller-manager, "--controllers=%s", --leader-elect=false, --secure-port=0]
-`, controllers)
-	if err := os.WriteFile(manifest, []byte(pod), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	framework.WriteKubeControllerManagerManifest(t, manifest, controllers)
 	return framework.RunMiniKCM(t, 30*time.Second, "handover", "check", "--kubeconfig="+f.ControlPlane.KubeconfigPath(),
 		"--kcm-manifest="+manifest, "--leader-elect-resource-namespace="+f.LeaseNamespace,
 		"--leader-elect-resource-name="+f.LeaseName, "--want=mini-kcm")

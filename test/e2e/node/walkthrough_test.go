@@ -208,19 +208,5 @@ func (d *docRunner) run(command string, code int, want string) string {
 // the given --controllers, for the check to read.
 func (d *docRunner) manifest(controllers string) {
 	d.t.Helper()
-	pod := fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: kube-controller-manager
-  namespace: kube-system
-  labels: {component: kube-controller-manager, tier: control-plane}
-spec:
-  containers:
-  - name: kube-controller-manager
-    image: registry.k8s.io/kube-controller-manager:v1.37.2
-    command: [kube-controller-manager, "--controllers=%s", --leader-elect=false, --use-service-account-credentials=true]
-`, controllers)
-	if err := os.WriteFile(d.manifestPath, []byte(pod), 0o600); err != nil {
-		d.t.Fatal(err)
-	}
+	framework.WriteKubeControllerManagerManifest(d.t, d.manifestPath, controllers)
 }
