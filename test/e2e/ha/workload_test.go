@@ -125,9 +125,6 @@ type podCensus struct {
 	// sizeLimits maps a Deployment's name to the most replicas its ReplicaSets may ask
 	// for together (the sum of their spec.replicas).
 	sizeLimits map[string]int
-	// sizes is spec.replicas of every ReplicaSet a Deployment controls, by Deployment
-	// name and ReplicaSet UID, as of the latest ReplicaSet event.
-	sizes map[string]map[types.UID]int32
 	// violations describes every moment an owner exceeded its limit.
 	violations []string
 }
@@ -145,7 +142,6 @@ func watchPods(t testing.TB, client kubernetes.Interface, ns string) *podCensus 
 		refs:   map[types.UID]metav1.OwnerReference{},
 
 		sizeLimits: map[string]int{},
-		sizes:      map[string]map[types.UID]int32{},
 	}
 	c.factory = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
 	c.pods = c.factory.Core().V1().Pods().Informer()
@@ -168,17 +164,9 @@ func watchPods(t testing.TB, client kubernetes.Interface, ns string) *podCensus 
 	_, err = c.replicaSets.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			c.replicaSetSeen(obj.(*appsv1.ReplicaSet))
-			c.replicaSetSized(obj.(*appsv1.ReplicaSet), false)
+			c.replicaSetSized(obj.(*appsv1.ReplicaSet))
 		},
-		UpdateFunc: func(_, obj any) { c.replicaSetSized(obj.(*appsv1.ReplicaSet), false) },
-		DeleteFunc: func(obj any) {
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			if rs, ok := obj.(*appsv1.ReplicaSet); ok {
-				c.replicaSetSized(rs, true)
-			}
-		},
+		UpdateFunc: func(_, obj any) { c.replicaSetSized(obj.(*appsv1.ReplicaSet)) },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -219,36 +207,41 @@ func (c *podCensus) limitReplicaSets(deployment string, n int) {
 	c.sizeLimits[deployment] = n
 }
 
-// replicaSetSized records the size of a ReplicaSet a Deployment controls, or forgets it
-// once deleted, and checks the Deployment's limit on the sum of its ReplicaSets.
-func (c *podCensus) replicaSetSized(rs *appsv1.ReplicaSet, deleted bool) {
+// replicaSetSized checks, on an event of a ReplicaSet a Deployment controls, the
+// Deployment's limit on the sum of its ReplicaSets' sizes. The sum is taken over the
+// informer's store, not kept from the events: after a relist (the apiserver restarted)
+// the handlers get one update per ReplicaSet, and a sum kept from them would mix the
+// new size of one ReplicaSet with the size another had before the outage. The store is
+// always one state of the cluster: a watch event at a time, or a relist replaced at
+// once (client-go's AtomicFIFO, on by default since v0.36).
+func (c *podCensus) replicaSetSized(rs *appsv1.ReplicaSet) {
 	ref := metav1.GetControllerOf(rs)
 	if ref == nil || ref.Kind != "Deployment" {
 		return
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	sizes := c.sizes[ref.Name]
-	if sizes == nil {
-		sizes = map[types.UID]int32{}
-		c.sizes[ref.Name] = sizes
-	}
-	if deleted {
-		delete(sizes, rs.UID)
-		return
-	}
-	sizes[rs.UID] = ptr.Deref(rs.Spec.Replicas, 1)
 	limit, ok := c.sizeLimits[ref.Name]
+	c.mu.Unlock()
 	if !ok {
 		return
 	}
 	total := 0
-	for _, n := range sizes {
+	var sizes []string
+	for _, obj := range c.replicaSets.GetStore().List() {
+		other := obj.(*appsv1.ReplicaSet)
+		if owner := metav1.GetControllerOf(other); owner == nil || owner.Kind != "Deployment" || owner.Name != ref.Name {
+			continue
+		}
+		n := ptr.Deref(other.Spec.Replicas, 1)
 		total += int(n)
+		sizes = append(sizes, fmt.Sprintf("%s=%d@%s", other.Name, n, other.ResourceVersion))
 	}
 	if total > limit {
-		c.violations = append(c.violations, fmt.Sprintf("Deployment/%s: its ReplicaSets ask for %d replicas together at resourceVersion %s, limit %d (ReplicaSet %s at %d)",
-			ref.Name, total, rs.ResourceVersion, limit, rs.Name, sizes[rs.UID]))
+		sort.Strings(sizes)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.violations = append(c.violations, fmt.Sprintf("Deployment/%s: its ReplicaSets ask for %d replicas together, limit %d (%s)",
+			ref.Name, total, limit, strings.Join(sizes, ", ")))
 	}
 }
 
