@@ -16,6 +16,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/mini-kcm/mini-kcm/sharding"
 	"github.com/mini-kcm/mini-kcm/test/controlplane"
 	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
 )
@@ -191,7 +192,7 @@ func uninstallDeployOnCleanup(t *testing.T, base, dir string) {
 		// deploy/README's uninstall removes them: the next test's checks of what an
 		// uninstall leaves would find them.
 		_ = cp.Client().CoordinationV1().Leases(leaseNamespace).DeleteCollection(context.Background(), metav1.DeleteOptions{},
-			metav1.ListOptions{LabelSelector: "mini-kcm.io/lease-set=" + leaseName})
+			metav1.ListOptions{LabelSelector: sharding.LabelSet + "=" + leaseName})
 		// Reinstalling deploy/fence after `kubectl delete -k` found the apiserver's
 		// admission policy judging writes by the old Lease's holder (the uninstalled
 		// leader's) for good, which fenced every write of the next install: once no
