@@ -12,6 +12,7 @@ import (
 	"github.com/mini-kcm/mini-kcm/controllers"
 	"github.com/mini-kcm/mini-kcm/handover"
 	"github.com/mini-kcm/mini-kcm/options"
+	"github.com/mini-kcm/mini-kcm/options/controllersflag"
 )
 
 // errHandoverUnsound is returned by `mini-kcm handover check` when some controller has
@@ -57,7 +58,7 @@ where kube-controller-manager's flags cannot be changed, are out of scope.`,
 			if wanted != "" && wanted != handover.OwnerMiniKCM && wanted != handover.OwnerUpstream {
 				return fmt.Errorf("--want=%q: must be %q or %q", want, handover.OwnerMiniKCM, handover.OwnerUpstream)
 			}
-			if errs := options.UnknownControllers(reg, controllersFlag); len(errs) > 0 {
+			if errs := controllersflag.Unknown(reg, controllersFlag); len(errs) > 0 {
 				return fmt.Errorf("--controllers: %v", errs)
 			}
 			cfg, err := generic.RESTConfig()

@@ -18,11 +18,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
-	"github.com/mini-kcm/mini-kcm/options"
+	"github.com/mini-kcm/mini-kcm/options/controllersflag"
 )
-
-// allOnByDefault is the --controllers entry for every on-by-default controller.
-const allOnByDefault = "*"
 
 // Owner says who runs one of our controllers in the cluster.
 type Owner string
@@ -70,7 +67,7 @@ type UpstreamState struct {
 // may be the one that leads.
 func (u UpstreamState) enables(controller string) bool {
 	for _, in := range u.Instances {
-		if slices.Contains(options.EnabledControllers(Upstream, in.Flags.Controllers), controller) {
+		if slices.Contains(controllersflag.Enabled(Upstream, in.Flags.Controllers), controller) {
 			return true
 		}
 	}
@@ -115,7 +112,7 @@ func (r Report) OK() bool { return len(r.Problems) == 0 }
 func Evaluate(reg *controllers.Registry, up UpstreamState, mk MiniKCMState, want Owner) Report {
 	r := Report{Upstream: up, MiniKCM: mk}
 	known := len(up.Instances) > 0
-	ours := options.EnabledControllers(reg, mk.Controllers)
+	ours := controllersflag.Enabled(reg, mk.Controllers)
 	for _, name := range reg.Names() {
 		v := Verdict{Controller: name, Upstream: up.Running && up.enables(name), MiniKCM: mk.Running && slices.Contains(ours, name)}
 		switch {
@@ -140,7 +137,7 @@ func Evaluate(reg *controllers.Registry, up UpstreamState, mk MiniKCMState, want
 		return r
 	}
 	for _, in := range up.Instances {
-		for _, err := range options.UnknownControllers(Upstream, in.Flags.Controllers) {
+		for _, err := range controllersflag.Unknown(Upstream, in.Flags.Controllers) {
 			r.Problems = append(r.Problems, fmt.Sprintf("%s: --controllers: %v in kube-controller-manager %s, which refuses to start "+
 				"with it. Fix: remove it from --controllers.", in.Source, err, upstreamVersion))
 		}
@@ -221,12 +218,12 @@ func withControllers(entries, names []string, enable bool) string {
 	var kept []string
 	for _, e := range entries {
 		name, ok := Upstream.Canonical(strings.TrimPrefix(e, "-"))
-		if e != allOnByDefault && (!ok || slices.Contains(names, name)) {
+		if e != controllersflag.AllOnByDefault && (!ok || slices.Contains(names, name)) {
 			continue
 		}
 		kept = append(kept, e)
 	}
-	enabled := options.EnabledControllers(Upstream, kept)
+	enabled := controllersflag.Enabled(Upstream, kept)
 	for _, name := range names {
 		if slices.Contains(enabled, name) == enable {
 			continue

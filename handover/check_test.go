@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/mini-kcm/mini-kcm/controllers/all"
-	"github.com/mini-kcm/mini-kcm/options"
+	"github.com/mini-kcm/mini-kcm/options/controllersflag"
 )
 
 var now = time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
@@ -37,7 +37,7 @@ func TestParseKubeadmManifestReadsItsControllersAndLease(t *testing.T) {
 	if !flags.LeaderElect || flags.LeaseNamespace != "kube-system" || flags.LeaseName != "kube-controller-manager" {
 		t.Errorf("leader election = %+v, want kubeadm's: on, kube-system/kube-controller-manager", flags)
 	}
-	enabled := options.EnabledControllers(Upstream, flags.Controllers)
+	enabled := controllersflag.Enabled(Upstream, flags.Controllers)
 	for _, name := range []string{"replicaset-controller", "deployment-controller", "endpoints-controller",
 		"endpointslice-controller", "bootstrap-signer-controller", "token-cleaner-controller"} {
 		if !slices.Contains(enabled, name) {

@@ -4,7 +4,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/mini-kcm/mini-kcm/options"
+	"github.com/mini-kcm/mini-kcm/options/controllersflag"
 )
 
 // upstreamVersion is the kube-controller-manager whose controller list Upstream is.
@@ -75,12 +75,12 @@ var upstreamControllers = []upstreamController{
 	{name: "selinux-warning-controller", disabledByDefault: true},
 }
 
-// upstreamList is kube-controller-manager's list as an options.ControllerList, so that
+// upstreamList is kube-controller-manager's list as an controllersflag.List, so that
 // its --controllers is evaluated by the same code as ours.
 type upstreamList struct{}
 
 // Upstream is kube-controller-manager v1.37.2's list of controllers.
-var Upstream options.ControllerList = upstreamList{}
+var Upstream controllersflag.List = upstreamList{}
 
 func (upstreamList) Names() []string {
 	names := make([]string, 0, len(upstreamControllers))

@@ -12,6 +12,7 @@ import (
 	"github.com/mini-kcm/mini-kcm/controllers/deployment"
 	"github.com/mini-kcm/mini-kcm/controllers/endpoints"
 	"github.com/mini-kcm/mini-kcm/controllers/replicaset"
+	"github.com/mini-kcm/mini-kcm/options/controllersflag"
 )
 
 // testRegistry holds the product's controllers, whose descriptors carry their flags, plus
@@ -63,7 +64,7 @@ func TestControllersFlagSelectsControllersLikeUpstream(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			reg := testRegistry(t)
-			errs := validateControllers(reg, tc.entries)
+			errs := controllersflag.Unknown(reg, tc.entries)
 			var got []string
 			for _, err := range errs {
 				got = append(got, err.Error())
@@ -74,7 +75,7 @@ func TestControllersFlagSelectsControllersLikeUpstream(t *testing.T) {
 			if len(errs) > 0 {
 				return
 			}
-			if enabled := enabledControllers(reg, tc.entries); !reflect.DeepEqual(enabled, tc.wantEnabled) {
+			if enabled := controllersflag.Enabled(reg, tc.entries); !reflect.DeepEqual(enabled, tc.wantEnabled) {
 				t.Errorf("enabled = %q, want %q", enabled, tc.wantEnabled)
 			}
 		})
@@ -88,17 +89,17 @@ func TestControllersFlagParsesEmptyValueAsNothingEnabled(t *testing.T) {
 	if err := fss.FlagSet("generic").Parse([]string{"--controllers="}); err != nil {
 		t.Fatal(err)
 	}
-	if errs := validateControllers(reg, o.Generic.Controllers); len(errs) > 0 {
+	if errs := controllersflag.Unknown(reg, o.Generic.Controllers); len(errs) > 0 {
 		t.Fatalf("unexpected errors: %v", errs)
 	}
-	if enabled := enabledControllers(reg, o.Generic.Controllers); len(enabled) != 0 {
+	if enabled := controllersflag.Enabled(reg, o.Generic.Controllers); len(enabled) != 0 {
 		t.Errorf("enabled = %q, want none", enabled)
 	}
 }
 
 func TestUnknownControllersAreAggregatedIntoOneError(t *testing.T) {
 	reg := testRegistry(t)
-	err := utilerrors.NewAggregate(validateControllers(reg, []string{"-foo", "bar"}))
+	err := utilerrors.NewAggregate(controllersflag.Unknown(reg, []string{"-foo", "bar"}))
 	want := `["foo" is not in the list of known controllers, "bar" is not in the list of known controllers]`
 	if err == nil || err.Error() != want {
 		t.Errorf("error = %v, want %s", err, want)
@@ -106,7 +107,8 @@ func TestUnknownControllersAreAggregatedIntoOneError(t *testing.T) {
 }
 
 func TestControllersHelpListsAllAndDisabledByDefault(t *testing.T) {
-	help := controllersHelp(testRegistry(t))
+	fss := NewOptions().Flags(testRegistry(t))
+	help := fss.FlagSet("generic").Lookup("controllers").Usage
 	for _, want := range []string{
 		"All controllers: deployment-controller, endpoints-controller, replicaset-controller, tokencleaner-controller",
 		"Disabled-by-default controllers: tokencleaner-controller",

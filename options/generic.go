@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
+	"github.com/mini-kcm/mini-kcm/options/controllersflag"
 )
 
 // Content types the apiserver accepts for requests of the built-in resources.
@@ -54,7 +55,7 @@ func NewGenericOptions() *GenericOptions {
 		QPS:                          20,
 		Burst:                        30,
 		ContentType:                  contentTypeProtobuf,
-		Controllers:                  []string{allOnByDefault},
+		Controllers:                  []string{controllersflag.AllOnByDefault},
 		MinResyncPeriod:              12 * time.Hour,
 		ControllerShutdownTimeout:    10 * time.Second,
 		ControllerSyncStuckThreshold: 5 * time.Minute,
@@ -85,7 +86,7 @@ func (o *GenericOptions) AddFlags(fs *pflag.FlagSet, reg *controllers.Registry) 
 	fs.StringVar(&o.ContentType, "kube-api-content-type", o.ContentType,
 		"Content type of requests sent to apiserver: "+contentTypeProtobuf+" (smaller and faster) or "+
 			contentTypeJSON+" (readable on the wire, for debugging).")
-	fs.StringSliceVar(&o.Controllers, "controllers", o.Controllers, controllersHelp(reg))
+	controllersflag.AddFlag(fs, &o.Controllers, reg)
 	fs.DurationVar(&o.MinResyncPeriod, "min-resync-period", o.MinResyncPeriod,
 		"The resync period in reflectors will be random between MinResyncPeriod and 2*MinResyncPeriod. A "+
 			"resync re-delivers every cached object to the controllers: shorter = faster repair of missed "+
@@ -138,7 +139,7 @@ func (o *GenericOptions) Validate(reg *controllers.Registry) []error {
 	if o.ControllerStartInterval < 0 {
 		errs = append(errs, fmt.Errorf("--controller-start-interval must not be negative (0 starts the controllers at once), got %s", o.ControllerStartInterval))
 	}
-	errs = append(errs, validateControllers(reg, o.Controllers)...)
+	errs = append(errs, controllersflag.Unknown(reg, o.Controllers)...)
 	if _, err := o.RESTConfig(); err != nil {
 		errs = append(errs, err)
 	}

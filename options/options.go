@@ -16,6 +16,7 @@ import (
 	"k8s.io/component-base/version/verflag"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
+	"github.com/mini-kcm/mini-kcm/options/controllersflag"
 )
 
 // Options holds every flag of the mini-kcm command.
@@ -111,7 +112,7 @@ func (o *Options) Config(reg *controllers.Registry) (*Config, error) {
 	}
 	c := &Config{
 		RESTConfig:                   restConfig,
-		EnabledControllers:           enabledControllers(reg, o.Generic.Controllers),
+		EnabledControllers:           controllersflag.Enabled(reg, o.Generic.Controllers),
 		MinResyncPeriod:              o.Generic.MinResyncPeriod,
 		ControllerShutdownTimeout:    o.Generic.ControllerShutdownTimeout,
 		ControllerSyncStuckThreshold: o.Generic.ControllerSyncStuckThreshold,

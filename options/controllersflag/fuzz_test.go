@@ -1,8 +1,9 @@
-package options
+package controllersflag
 
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -10,10 +11,41 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// FuzzControllersFlag feeds arbitrary --controllers values through flag parsing,
-// validation and selection, and checks them against a model of upstream's rules written
-// independently of the code: every unknown name is reported exactly once, nothing known
-// is reported, and a valid value enables exactly the controllers the model enables.
+// testList is a List as the registry gives one: canonical names with aliases, one
+// controller disabled by default, so that every branch of the rules is reachable.
+type testList struct {
+	canonical map[string]string // every name and alias → canonical name
+	off       []string
+}
+
+func newTestList() testList {
+	return testList{
+		canonical: map[string]string{
+			"replicaset-controller": "replicaset-controller", "replicaset": "replicaset-controller",
+			"deployment-controller": "deployment-controller", "deployment": "deployment-controller",
+			"endpoints-controller": "endpoints-controller", "endpoints": "endpoints-controller", "endpoint": "endpoints-controller",
+			"tokencleaner-controller": "tokencleaner-controller",
+		},
+		off: []string{"tokencleaner-controller"},
+	}
+}
+
+func (l testList) Names() []string {
+	return slices.Compact(slices.Sorted(maps.Values(l.canonical)))
+}
+
+func (l testList) Canonical(name string) (string, bool) {
+	c, ok := l.canonical[name]
+	return c, ok
+}
+
+func (l testList) DisabledByDefault() []string { return l.off }
+
+// FuzzControllersFlag feeds arbitrary --controllers values through the flag as AddFlag
+// registers it, then Unknown and Enabled, and checks them against a model of upstream's
+// rules written independently of the code: every unknown name is reported exactly once,
+// nothing known is reported, and a valid value enables exactly the controllers the model
+// enables.
 func FuzzControllersFlag(f *testing.F) {
 	for _, seed := range []string{
 		"*", "", "*,-replicaset", "replicaset,-replicaset-controller", "-replicaset,replicaset",
@@ -22,42 +54,30 @@ func FuzzControllersFlag(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
-	// The model's view of testRegistry: canonical name of every name and alias, and
-	// which controllers are off by default.
-	canonical := map[string]string{
-		"replicaset-controller": "replicaset-controller", "replicaset": "replicaset-controller",
-		"deployment-controller": "deployment-controller", "deployment": "deployment-controller",
-		"endpoints-controller": "endpoints-controller", "endpoints": "endpoints-controller", "endpoint": "endpoints-controller",
-		"tokencleaner-controller": "tokencleaner-controller",
-	}
+	list := newTestList()
 	disabledByDefault := map[string]bool{"tokencleaner-controller": true}
 
 	f.Fuzz(func(t *testing.T, value string) {
-		reg := testRegistry(t)
-		o := NewOptions()
-		fss := o.Flags(reg)
+		entries := []string{AllOnByDefault}
 		// As cobra does: errors are returned, not turned into an exit.
 		fs := pflag.NewFlagSet("mini-kcm", pflag.ContinueOnError)
 		fs.SetOutput(io.Discard)
-		for _, name := range fss.Order {
-			fs.AddFlagSet(fss.FlagSets[name])
-		}
+		AddFlag(fs, &entries, list)
 		if err := fs.Parse([]string{"--controllers=" + value}); err != nil {
 			return // malformed CSV is pflag's to reject, with an error, not a panic
 		}
-		entries := o.Generic.Controllers
 
-		// Validation: one error per unknown entry, naming it without its "-".
+		// Unknown: one error per unknown entry, naming it without its "-".
 		var unknown []string
 		for _, entry := range entries {
 			if entry == "*" {
 				continue
 			}
-			if _, ok := canonical[strings.TrimPrefix(entry, "-")]; !ok {
+			if _, ok := list.canonical[strings.TrimPrefix(entry, "-")]; !ok {
 				unknown = append(unknown, strings.TrimPrefix(entry, "-"))
 			}
 		}
-		errs := validateControllers(reg, entries)
+		errs := Unknown(list, entries)
 		if len(errs) != len(unknown) {
 			t.Fatalf("--controllers=%q: %d errors %v, want one for each of %q", value, len(errs), errs, unknown)
 		}
@@ -70,17 +90,17 @@ func FuzzControllersFlag(f *testing.F) {
 			return
 		}
 
-		// Selection: the first entry naming a controller decides; otherwise "*" turns on
+		// Enabled: the first entry naming a controller decides; otherwise "*" turns on
 		// those enabled by default.
 		var want []string
-		for _, name := range reg.Names() {
+		for _, name := range list.Names() {
 			decided, on, star := false, false, false
 			for _, entry := range entries {
 				if entry == "*" {
 					star = true
 					continue
 				}
-				if canonical[strings.TrimPrefix(entry, "-")] == name {
+				if list.canonical[strings.TrimPrefix(entry, "-")] == name {
 					decided, on = true, !strings.HasPrefix(entry, "-")
 					break
 				}
@@ -90,12 +110,12 @@ func FuzzControllersFlag(f *testing.F) {
 			}
 		}
 		slices.Sort(want)
-		got := enabledControllers(reg, entries)
+		got := Enabled(list, entries)
 		if !slices.Equal(got, want) {
 			t.Fatalf("--controllers=%q enables %v, want %v", value, got, want)
 		}
 		// The result, given back as the flag, selects itself.
-		if again := enabledControllers(reg, got); !slices.Equal(again, got) {
+		if again := Enabled(list, got); !slices.Equal(again, got) {
 			t.Fatalf("--controllers=%q: %v given back selects %v", value, got, again)
 		}
 	})
