@@ -29,3 +29,16 @@ const (
 	// some shard Lease still carries another label.
 	mutationCampaignUnsettled
 )
+
+// plantedMutation is set by the linker only, for the end-to-end test that shows the
+// audit-log checks catch a replica whose shard informers keep every namespace
+// (test/e2e/foundation, the range filter's mutation test):
+//
+//	go build -ldflags "-X github.com/mini-kcm/mini-kcm/sharding.plantedMutation=no-range-filter"
+//
+// A release build leaves it empty; a replica of a build that set it says so at start.
+var plantedMutation string
+
+// rangeFilterOff makes every shard's range filter admit every object: the planted bug
+// "range filter off".
+var rangeFilterOff = plantedMutation == "no-range-filter"

@@ -170,6 +170,9 @@ type shardElection struct {
 func (r *Replica) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	r.recorder = r.Recorder()
+	if plantedMutation != "" {
+		logger.Error(nil, "This binary was built with a planted bug, for a test of the tests: do not run it", "mutation", plantedMutation)
+	}
 	if err := r.checkServerFilters(ctx); err != nil || ctx.Err() != nil {
 		return err
 	}

@@ -160,7 +160,7 @@ func waitForTenantPods(t *testing.T, f *framework.Framework, tenants []string, w
 // which each shard term wrote (first to last write of one term, which the user agent
 // names: "shard 3, epoch 2, term …") never overlap. Two replicas acting on one
 // namespace at once would have overlapping spans.
-func assertEachTenantWrittenByOneReplicaAtATime(t *testing.T, f *framework.Framework, tenants []string, pods int) {
+func assertEachTenantWrittenByOneReplicaAtATime(t testing.TB, f *framework.Framework, tenants []string, pods int) {
 	t.Helper()
 	events, err := f.ControlPlane.ReadAuditLog()
 	if err != nil {

@@ -127,7 +127,7 @@ func MiniKCMBinary(tb testing.TB) string {
 			suite.binary, suite.buildErr = fromModuleRoot(path)
 			return
 		}
-		suite.binary, suite.buildErr = buildMiniKCM(tb, os.Getenv("MINI_KCM_E2E_RACE") == "1")
+		suite.binary, suite.buildErr = buildMiniKCM(tb, os.Getenv("MINI_KCM_E2E_RACE") == "1", "")
 	})
 	if suite.buildErr != nil {
 		tb.Fatalf("mini-kcm binary: %v", suite.buildErr)
@@ -146,12 +146,27 @@ func MiniKCMBinaryWithoutRace(tb testing.TB) string {
 			suite.plainBinary, suite.plainErr = fromModuleRoot(path)
 			return
 		}
-		suite.plainBinary, suite.plainErr = buildMiniKCM(tb, false)
+		suite.plainBinary, suite.plainErr = buildMiniKCM(tb, false, "")
 	})
 	if suite.plainErr != nil {
 		tb.Fatalf("mini-kcm binary without the race detector: %v", suite.plainErr)
 	}
 	return suite.plainBinary
+}
+
+// MiniKCMBinaryWithMutation builds a mini-kcm with a planted bug (sharding's
+// plantedMutation, which only the linker sets), for the test of a test: it runs a
+// check against the planted bug and shows the check fails. Without the race detector,
+// whose build would take longer and which that test does not need; with the build
+// settings of the test run (make test-e2e's are make build's), so that only the link
+// is new.
+func MiniKCMBinaryWithMutation(tb testing.TB, mutation string) string {
+	tb.Helper()
+	path, err := buildMiniKCM(tb, false, mutation)
+	if err != nil {
+		tb.Fatalf("mini-kcm binary with the mutation %q: %v", mutation, err)
+	}
+	return path
 }
 
 // fromModuleRoot resolves a binary's path given in the environment: a relative path
@@ -168,7 +183,7 @@ func fromModuleRoot(path string) (string, error) {
 	return filepath.Join(root, path), nil
 }
 
-func buildMiniKCM(tb testing.TB, race bool) (string, error) {
+func buildMiniKCM(tb testing.TB, race bool, mutation string) (string, error) {
 	dir := suite.workDir
 	if dir == "" {
 		// Used outside Run (e.g. a test that only runs the binary): the test's own temp
@@ -187,6 +202,10 @@ func buildMiniKCM(tb testing.TB, race bool) (string, error) {
 	if race {
 		out += "-race"
 		args = []string{"build", "-race", "-o", out}
+	}
+	if mutation != "" {
+		out += "-mutation-" + mutation
+		args = []string{"build", "-o", out, "-ldflags", "-X github.com/mini-kcm/mini-kcm/sharding.plantedMutation=" + mutation}
 	}
 	args = append(args, "./cmd/mini-kcm")
 	begin := time.Now()
