@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -23,6 +24,15 @@ type Options interface {
 func ValidateWorkers(flag string, value int32) []error {
 	if value <= 0 {
 		return []error{fmt.Errorf("--%s must be greater than 0, got %d", flag, value)}
+	}
+	return nil
+}
+
+// ValidateBatchPeriod reports a negative batch period, which upstream silently treats
+// as 0.
+func ValidateBatchPeriod(flag string, value time.Duration) []error {
+	if value < 0 {
+		return []error{fmt.Errorf("--%s must not be negative, got %s", flag, value)}
 	}
 	return nil
 }

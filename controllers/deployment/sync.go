@@ -12,20 +12,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/mini-kcm/mini-kcm/controllers/deployment/rollout"
+	"github.com/mini-kcm/mini-kcm/controllers/queueworker"
 )
 
 // syncDeployment reconciles one Deployment. It is never called concurrently for the
 // same key.
 func (c *Controller) syncDeployment(ctx context.Context, key string) error {
 	logger := klog.FromContext(ctx)
-	namespace, name, err := cache.SplitMetaNamespaceKey(key)
-	if err != nil {
-		// A malformed key can never sync; retrying would not help.
-		logger.Error(err, "Dropping malformed deployment key", "key", key)
+	namespace, name, ok := queueworker.SplitKey(ctx, "Deployment", key)
+	if !ok {
 		return nil
 	}
 	start := time.Now()

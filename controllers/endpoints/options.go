@@ -1,7 +1,6 @@
 package endpoints
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -38,9 +37,6 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 // Validate rejects a worker count that would leave the controller idle and a negative
 // batch period.
 func (o *Options) Validate() []error {
-	errs := controllers.ValidateWorkers("concurrent-endpoint-syncs", o.ConcurrentSyncs)
-	if o.UpdatesBatchPeriod < 0 {
-		errs = append(errs, fmt.Errorf("--endpoint-updates-batch-period must not be negative, got %s", o.UpdatesBatchPeriod))
-	}
-	return errs
+	return append(controllers.ValidateWorkers("concurrent-endpoint-syncs", o.ConcurrentSyncs),
+		controllers.ValidateBatchPeriod("endpoint-updates-batch-period", o.UpdatesBatchPeriod)...)
 }

@@ -9,11 +9,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/mini-kcm/mini-kcm/controllers/endpoints/subsets"
+	"github.com/mini-kcm/mini-kcm/controllers/queueworker"
 )
 
 const (
@@ -32,10 +31,8 @@ const (
 // syncService makes the Endpoints named by key match its Service and selected pods.
 func (c *Controller) syncService(ctx context.Context, key string) error {
 	logger := klog.FromContext(ctx)
-	namespace, name, err := cache.SplitMetaNamespaceKey(key)
-	if err != nil {
-		// A malformed key does not become valid by retrying it.
-		utilruntime.HandleErrorWithContext(ctx, err, "Dropping invalid service key", "key", key)
+	namespace, name, ok := queueworker.SplitKey(ctx, "Service", key)
+	if !ok {
 		return nil
 	}
 	start := time.Now()

@@ -61,8 +61,5 @@ func (o *Options) Validate() []error {
 		errs = append(errs, fmt.Errorf("--max-endpoints-per-slice must be between %d and %d (the API allows at most %d endpoints in a slice), got %d",
 			minMaxEndpointsPerSlice, maxMaxEndpointsPerSlice, maxMaxEndpointsPerSlice, o.MaxEndpointsPerSlice))
 	}
-	if o.UpdatesBatchPeriod < 0 {
-		errs = append(errs, fmt.Errorf("--endpointslice-updates-batch-period must not be negative, got %s", o.UpdatesBatchPeriod))
-	}
-	return errs
+	return append(errs, controllers.ValidateBatchPeriod("endpointslice-updates-batch-period", o.UpdatesBatchPeriod)...)
 }

@@ -11,10 +11,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/client-go/tools/cache"
 	endpointslicemetrics "k8s.io/endpointslice/metrics"
 	"k8s.io/klog/v2"
+
+	"github.com/mini-kcm/mini-kcm/controllers/queueworker"
 )
 
 // errStaleCache means the EndpointSlice cache has not yet seen a write of ours for the
@@ -41,10 +41,8 @@ func (c *Controller) syncService(ctx context.Context, key string) error {
 
 func (c *Controller) reconcileService(ctx context.Context, key string) error {
 	logger := klog.FromContext(ctx)
-	namespace, name, err := cache.SplitMetaNamespaceKey(key)
-	if err != nil {
-		// A malformed key does not become valid by retrying it.
-		utilruntime.HandleErrorWithContext(ctx, err, "Dropping invalid service key", "key", key)
+	namespace, name, ok := queueworker.SplitKey(ctx, "Service", key)
+	if !ok {
 		return nil
 	}
 	start := time.Now()

@@ -152,3 +152,21 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestSplitKeyDropsWhatNoRetryCanSplit: a namespaced and a cluster-scoped key split; a
+// key with two slashes is refused, so the sync drops it instead of retrying forever.
+func TestSplitKeyDropsWhatNoRetryCanSplit(t *testing.T) {
+	for _, tc := range []struct {
+		key, namespace, name string
+		ok                   bool
+	}{
+		{key: "ns/web", namespace: "ns", name: "web", ok: true},
+		{key: "node-1", name: "node-1", ok: true},
+		{key: "a/b/c"},
+	} {
+		namespace, name, ok := SplitKey(context.Background(), "Thing", tc.key)
+		if namespace != tc.namespace || name != tc.name || ok != tc.ok {
+			t.Errorf("SplitKey(%q) = %q, %q, %v; want %q, %q, %v", tc.key, namespace, name, ok, tc.namespace, tc.name, tc.ok)
+		}
+	}
+}

@@ -14,13 +14,13 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
 	"github.com/mini-kcm/mini-kcm/controllers/controllerref"
 	"github.com/mini-kcm/mini-kcm/controllers/podranking"
 	"github.com/mini-kcm/mini-kcm/controllers/podstate"
+	"github.com/mini-kcm/mini-kcm/controllers/queueworker"
 )
 
 // slowStartInitialBatchSize is the size of the first batch of pod creations; each
@@ -39,10 +39,8 @@ func (c *Controller) syncReplicaSet(ctx context.Context, key string) error {
 		logger.V(4).Info("Finished syncing ReplicaSet", "key", key, "duration", c.now().Sub(start))
 	}()
 
-	namespace, name, err := cache.SplitMetaNamespaceKey(key)
-	if err != nil {
-		// Our handlers only enqueue valid keys, so a retry could not help.
-		logger.Error(err, "Dropping invalid ReplicaSet key", "key", key)
+	namespace, name, ok := queueworker.SplitKey(ctx, "ReplicaSet", key)
+	if !ok {
 		return nil
 	}
 	nn := types.NamespacedName{Namespace: namespace, Name: name}
