@@ -72,44 +72,29 @@ func FilterActive(rsList []*appsv1.ReplicaSet) []*appsv1.ReplicaSet {
 }
 
 // SumSpecReplicas adds up spec.replicas.
-func SumSpecReplicas(rsList []*appsv1.ReplicaSet) int32 {
-	var total int32
-	for _, rs := range rsList {
-		if rs != nil {
-			total += SpecReplicas(rs)
-		}
-	}
-	return total
-}
+func SumSpecReplicas(rsList []*appsv1.ReplicaSet) int32 { return sum(rsList, SpecReplicas) }
 
 // SumStatusReplicas adds up status.replicas: the pods that exist.
 func SumStatusReplicas(rsList []*appsv1.ReplicaSet) int32 {
-	var total int32
-	for _, rs := range rsList {
-		if rs != nil {
-			total += rs.Status.Replicas
-		}
-	}
-	return total
+	return sum(rsList, func(rs *appsv1.ReplicaSet) int32 { return rs.Status.Replicas })
 }
 
 // SumReadyReplicas adds up status.readyReplicas.
 func SumReadyReplicas(rsList []*appsv1.ReplicaSet) int32 {
-	var total int32
-	for _, rs := range rsList {
-		if rs != nil {
-			total += rs.Status.ReadyReplicas
-		}
-	}
-	return total
+	return sum(rsList, func(rs *appsv1.ReplicaSet) int32 { return rs.Status.ReadyReplicas })
 }
 
 // SumAvailableReplicas adds up status.availableReplicas.
 func SumAvailableReplicas(rsList []*appsv1.ReplicaSet) int32 {
+	return sum(rsList, func(rs *appsv1.ReplicaSet) int32 { return rs.Status.AvailableReplicas })
+}
+
+// sum adds up count over the ReplicaSets of rsList, skipping nil ones.
+func sum(rsList []*appsv1.ReplicaSet, count func(*appsv1.ReplicaSet) int32) int32 {
 	var total int32
 	for _, rs := range rsList {
 		if rs != nil {
-			total += rs.Status.AvailableReplicas
+			total += count(rs)
 		}
 	}
 	return total
