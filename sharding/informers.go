@@ -128,23 +128,19 @@ type trackedInformer struct {
 }
 
 func (i trackedInformer) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
-	reg, err := i.SharedIndexInformer.AddEventHandler(h)
-	if err == nil {
-		i.shard.track(i.SharedIndexInformer, reg)
-	}
-	return reg, err
+	return i.tracked(i.SharedIndexInformer.AddEventHandler(h))
 }
 
 func (i trackedInformer) AddEventHandlerWithResyncPeriod(h cache.ResourceEventHandler, resync time.Duration) (cache.ResourceEventHandlerRegistration, error) {
-	reg, err := i.SharedIndexInformer.AddEventHandlerWithResyncPeriod(h, resync)
-	if err == nil {
-		i.shard.track(i.SharedIndexInformer, reg)
-	}
-	return reg, err
+	return i.tracked(i.SharedIndexInformer.AddEventHandlerWithResyncPeriod(h, resync))
 }
 
 func (i trackedInformer) AddEventHandlerWithOptions(h cache.ResourceEventHandler, options cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
-	reg, err := i.SharedIndexInformer.AddEventHandlerWithOptions(h, options)
+	return i.tracked(i.SharedIndexInformer.AddEventHandlerWithOptions(h, options))
+}
+
+// tracked records a handler the informer accepted for removal at the term's end.
+func (i trackedInformer) tracked(reg cache.ResourceEventHandlerRegistration, err error) (cache.ResourceEventHandlerRegistration, error) {
 	if err == nil {
 		i.shard.track(i.SharedIndexInformer, reg)
 	}
