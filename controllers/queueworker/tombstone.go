@@ -1,7 +1,6 @@
 package queueworker
 
 import (
-	"context"
 	"fmt"
 
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -27,17 +26,4 @@ func DeletedObject[T any](obj any) (T, bool) {
 		return zero, false
 	}
 	return t, true
-}
-
-// SplitKey splits a work queue key into its namespace and name. A key that does not
-// split was not made by cache.MetaNamespaceKeyFunc, as every handler's is, and no retry
-// can make it valid: SplitKey reports it (naming kind, the queue's object) and returns
-// false, and the sync drops the key by returning nil.
-func SplitKey(ctx context.Context, kind, key string) (namespace, name string, ok bool) {
-	namespace, name, err := cache.SplitMetaNamespaceKey(key)
-	if err != nil {
-		utilruntime.HandleErrorWithContext(ctx, err, "Dropping an invalid key", "kind", kind, "key", key)
-		return "", "", false
-	}
-	return namespace, name, true
 }
