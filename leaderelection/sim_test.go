@@ -21,7 +21,11 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/funcr"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/mini-kcm/mini-kcm/test/simapiserver"
 )
 
 // The simulation runs three replicas of the real election (Run: the standby, the term,
@@ -275,15 +279,15 @@ func (s simSchedule) String() string {
 // term, as app's campaignUntilShutdown does.
 type simReplica struct {
 	id         string
-	api        *simAPIServer
-	leaseStall *simStall
-	ctrlStall  *simStall
+	api        *simapiserver.Server
+	leaseStall *simapiserver.Stall
+	ctrlStall  *simapiserver.Stall
 	cfg        Config
-	workers    []*simLink
+	workers    []*simapiserver.Link
 	cancel     context.CancelFunc
 	done       chan struct{}
 
-	// Guarded by the simulation's apiserver's mutex once running.
+	// Guarded by the simulation's mutex once running.
 	started, stopped, returned time.Time
 	err                        error
 	losses                     int
@@ -292,28 +296,29 @@ type simReplica struct {
 // sim is one schedule running.
 type sim struct {
 	schedule simSchedule
-	api      *simAPIServer
+	api      *simapiserver.Server
 	ctx      context.Context
+	// mu guards replicas and their state.
+	mu       sync.Mutex
 	replicas []*simReplica
 	running  sync.WaitGroup
 }
 
 func (s *sim) startReplica() *simReplica {
-	s.api.mu.Lock()
+	s.mu.Lock()
 	n := len(s.replicas)
 	s.replicas = append(s.replicas, nil)
-	s.api.mu.Unlock()
+	s.mu.Unlock()
 	// Each client draws its latencies from a source of its own, seeded by the
 	// schedule and the replica, so that one client's draws do not depend on the order
 	// in which goroutines ran.
-	link := func(i int, stall *simStall, slow float64, slowFrom, slowTo time.Duration) *simLink {
-		return &simLink{replica: fmt.Sprintf("r%d", n), stall: stall, rng: rand.New(rand.NewPCG(uint64(s.schedule.seed), uint64(n*16+i))),
-			slow: slow, slowFrom: slowFrom, slowTo: slowTo}
+	link := func(i int, stall *simapiserver.Stall, slow float64, slowFrom, slowTo time.Duration) *simapiserver.Link {
+		return simapiserver.NewLink(fmt.Sprintf("r%d", n), stall, uint64(s.schedule.seed), uint64(n*16+i), slow, slowFrom, slowTo)
 	}
-	r := &simReplica{id: fmt.Sprintf("r%d", n), api: s.api, leaseStall: &simStall{}, ctrlStall: &simStall{}, done: make(chan struct{})}
+	r := &simReplica{id: fmt.Sprintf("r%d", n), api: s.api, leaseStall: &simapiserver.Stall{}, ctrlStall: &simapiserver.Stall{}, done: make(chan struct{})}
 	fence := NewFence(leaseNamespace+"/"+leaseName, simTimings.LeaseDuration, nil)
 	r.cfg = Config{
-		Client:    simClientset{leases: &simLeases{api: s.api, link: link(0, r.leaseStall, -1, simSlowCallFrom, simSlowCallTo), timeout: simTimings.RequestTimeout()}},
+		Client:    s.api.Clientset(link(0, r.leaseStall, -1, simSlowCallFrom, simSlowCallTo), simTimings.RequestTimeout()),
 		Namespace: leaseNamespace,
 		Name:      leaseName,
 		Identity:  r.id,
@@ -323,20 +328,20 @@ func (s *sim) startReplica() *simReplica {
 	}
 	if n < simReplicas && s.schedule.watch[n] || n >= simReplicas && n%2 == 0 {
 		// NewWatchClient has no request timeout.
-		r.cfg.LeaseWatch = &simLeases{api: s.api, link: link(1, r.leaseStall, -1, simSlowCallFrom, simSlowCallTo)}
+		r.cfg.LeaseWatch = s.api.LeaseClient(link(1, r.leaseStall, -1, simSlowCallFrom, simSlowCallTo), 0)
 	}
 	for i := range simWorkers {
 		r.workers = append(r.workers, link(2+i, r.ctrlStall, s.schedule.slowWrites, simMaxWriteLatency/2, simMaxWriteLatency))
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
 	r.cancel = cancel
-	s.api.mu.Lock()
+	s.mu.Lock()
 	r.started = time.Now()
 	s.replicas[n] = r
-	s.api.tracefLocked("%s: starts campaigning (watching the lease: %v)", r.id, r.cfg.LeaseWatch != nil)
-	s.api.mu.Unlock()
+	s.api.Tracef("%s: starts campaigning (watching the lease: %v)", r.id, r.cfg.LeaseWatch != nil)
+	s.mu.Unlock()
 	logger := funcr.New(func(prefix, args string) {
-		s.api.tracef("%s: log: %s", r.id, args)
+		s.api.Tracef("%s: log: %s", r.id, args)
 	}, funcr.Options{})
 	ctx = klog.NewContext(ctx, logger)
 	s.running.Go(func() {
@@ -344,19 +349,19 @@ func (s *sim) startReplica() *simReplica {
 		for {
 			err := Run(ctx, r.cfg, r.runControllers)
 			if errors.Is(err, ErrLeaseLost) && !errors.Is(err, ErrControllersStillRunning) {
-				s.api.mu.Lock()
+				s.mu.Lock()
 				r.losses++
-				s.api.tracefLocked("%s: Run returned %v; standing by again", r.id, err)
-				s.api.mu.Unlock()
+				s.api.Tracef("%s: Run returned %v; standing by again", r.id, err)
+				s.mu.Unlock()
 				if ctx.Err() == nil {
 					continue
 				}
 				err = nil
 			}
-			s.api.mu.Lock()
+			s.mu.Lock()
 			r.returned, r.err = time.Now(), err
-			s.api.tracefLocked("%s: Run returned %v; the campaign ends", r.id, err)
-			s.api.mu.Unlock()
+			s.api.Tracef("%s: Run returned %v; the campaign ends", r.id, err)
+			s.mu.Unlock()
 			return
 		}
 	})
@@ -368,7 +373,7 @@ func (s *sim) startReplica() *simReplica {
 func (r *simReplica) runControllers(ctx context.Context) error {
 	var workers sync.WaitGroup
 	for i, link := range r.workers {
-		rt := r.cfg.Fence.Transport("sim-controller")(&simControllerTransport{api: r.api, link: link})
+		rt := r.cfg.Fence.Transport("sim-controller")(r.api.ControllerTransport(link))
 		workers.Go(func() {
 			url := fmt.Sprintf("https://apiserver.sim/api/v1/namespaces/default/configmaps/worker-%d", i)
 			for ctx.Err() == nil {
@@ -393,9 +398,9 @@ func (r *simReplica) runControllers(ctx context.Context) error {
 // replicaFor returns the replica a fault targets: the given one, or the holder (the
 // first replica still running if none holds the Lease).
 func (s *sim) replicaFor(f simFault) *simReplica {
-	holder := s.api.holder()
-	s.api.mu.Lock()
-	defer s.api.mu.Unlock()
+	holder := s.api.Holder(leaseName)
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if f.replica >= 0 {
 		return s.replicas[f.replica]
 	}
@@ -413,14 +418,14 @@ func (s *sim) replicaFor(f simFault) *simReplica {
 }
 
 func (s *sim) stop(r *simReplica) {
-	s.api.mu.Lock()
+	s.mu.Lock()
 	if !r.stopped.IsZero() {
-		s.api.mu.Unlock()
+		s.mu.Unlock()
 		return
 	}
 	r.stopped = time.Now()
-	s.api.tracefLocked("%s: SIGTERM", r.id)
-	s.api.mu.Unlock()
+	s.api.Tracef("%s: SIGTERM", r.id)
+	s.mu.Unlock()
 	r.cancel()
 }
 
@@ -438,37 +443,37 @@ func (s *sim) play() error {
 			time.Sleep(f.at)
 			switch f.kind {
 			case sharedStall:
-				s.api.tracef("fault: %s for %s", f.kind, f.length)
-				s.api.setStalled(true)
+				s.api.Tracef("fault: %s for %s", f.kind, f.length)
+				s.api.Stall(true)
 				time.Sleep(f.length)
-				s.api.setStalled(false)
-				s.api.tracef("fault ends: %s", f.kind)
+				s.api.Stall(false)
+				s.api.Tracef("fault ends: %s", f.kind)
 			case leaseStall, replicaStall:
 				r := s.replicaFor(f)
-				s.api.tracef("fault: %s of %s for %s", f.kind, r.id, f.length)
-				r.leaseStall.set(true)
+				s.api.Tracef("fault: %s of %s for %s", f.kind, r.id, f.length)
+				r.leaseStall.Set(true)
 				if f.kind == replicaStall {
-					r.ctrlStall.set(true)
+					r.ctrlStall.Set(true)
 				}
 				time.Sleep(f.length)
-				r.leaseStall.set(false)
+				r.leaseStall.Set(false)
 				if f.kind == replicaStall {
-					r.ctrlStall.set(false)
+					r.ctrlStall.Set(false)
 				}
-				s.api.tracef("fault ends: %s of %s", f.kind, r.id)
+				s.api.Tracef("fault ends: %s of %s", f.kind, r.id)
 			case lostAnswers, slowCalls:
-				set, windows := s.api.setLostAnswers, &lostAnswerWindows
+				set, windows := s.api.SetLostAnswers, &lostAnswerWindows
 				if f.kind == slowCalls {
-					set, windows = s.api.setSlowCalls, &slowCallWindows
+					set, windows = s.api.SetSlowCalls, &slowCallWindows
 				}
-				s.api.tracef("fault: %s (%.0f%%) for %s", f.kind, 100*f.p, f.length)
+				s.api.Tracef("fault: %s (%.0f%%) for %s", f.kind, 100*f.p, f.length)
 				windows.Add(1)
 				set(f.p)
 				time.Sleep(f.length)
 				if windows.Add(-1) == 0 {
 					set(0)
 				}
-				s.api.tracef("fault ends: %s", f.kind)
+				s.api.Tracef("fault ends: %s", f.kind)
 			case restart:
 				s.stop(s.replicaFor(f))
 				time.Sleep(f.length)
@@ -483,10 +488,10 @@ func (s *sim) play() error {
 	// SIGTERM: the standbys first, so that the holder's release is the Lease's last
 	// write.
 	shutdown := time.Now()
-	holder := s.api.holder()
-	s.api.mu.Lock()
+	holder := s.api.Holder(leaseName)
+	s.mu.Lock()
 	replicas := slices.Clone(s.replicas)
-	s.api.mu.Unlock()
+	s.mu.Unlock()
 	slices.SortStableFunc(replicas, func(a, b *simReplica) int {
 		if (a.id == holder) == (b.id == holder) {
 			return 0
@@ -512,31 +517,54 @@ func (s *sim) play() error {
 		return err
 	}
 	s.running.Wait()
-	s.api.inFlight.Wait()
+	s.api.Wait()
 	return s.check(start, faultsEnd, shutdown)
+}
+
+// simWrite is an accepted controller write with the Lease as the apiserver held it
+// when it applied the write.
+type simWrite struct {
+	simapiserver.Write
+	// holder is the Lease's holder then ("" when released or not created), rv its
+	// resourceVersion.
+	holder, rv string
+}
+
+// writes returns the accepted controller writes, in the order they were applied.
+func (s *sim) writes() []simWrite {
+	var out []simWrite
+	s.api.Replay(nil, func(w simapiserver.Write, leases map[string]*coordinationv1.Lease) {
+		sw := simWrite{Write: w}
+		if l := leases[leaseName]; l != nil {
+			sw.holder, sw.rv = ptr.Deref(l.Spec.HolderIdentity, ""), l.ResourceVersion
+		}
+		out = append(out, sw)
+	})
+	return out
 }
 
 // check judges the apiserver's logs.
 func (s *sim) check(start, faultsEnd, shutdown time.Time) error {
 	a := s.api
+	writes, history := s.writes(), a.History()
 	var errs []error
 	// Safety: no write accepted from a replica the Lease did not name at that instant,
 	// but one from a replica that released the Lease, applied before anyone took it:
 	// there was still one writer. A write on its way at the release and applied after
 	// a standby took the Lease fails the schedule: Fence.settle must have waited for it.
-	for _, w := range a.writes {
-		if w.holder == w.by {
+	for _, w := range writes {
+		if w.holder == w.By {
 			continue
 		}
-		err := fmt.Errorf("a controller write from %s (sent at %s) was accepted at %s, when the Lease (rv %d) named %q",
-			w.by, a.since(w.sent), a.since(w.at), w.rv, w.holder)
-		if released := slices.ContainsFunc(a.leaseWrites, func(l simLeaseWrite) bool {
-			return l.by == w.by && l.record.HolderIdentity == "" && !l.at.Before(w.sent) && !l.at.After(w.at)
+		err := fmt.Errorf("a controller write from %s (sent at %s) was accepted at %s, when the Lease (rv %s) named %q",
+			w.By, a.Since(w.Sent), a.Since(w.At), w.rv, w.holder)
+		if released := slices.ContainsFunc(history, func(l simapiserver.LeaseWrite) bool {
+			return l.By == w.By && l.Record.HolderIdentity == "" && !l.At.Before(w.Sent) && !l.At.After(w.At)
 		}); released {
 			if w.holder == "" {
 				continue
 			}
-			err = fmt.Errorf("%w, after %s had released it", err, w.by)
+			err = fmt.Errorf("%w, after %s had released it", err, w.By)
 		}
 		errs = append(errs, err)
 		break
@@ -548,30 +576,30 @@ func (s *sim) check(start, faultsEnd, shutdown time.Time) error {
 	// fence counts only the writes that were also answered, so this is a bound it
 	// must keep, not all it keeps.
 	renewed := map[string][]time.Time{}
-	for _, l := range a.leaseWrites {
-		if l.record.HolderIdentity == l.by {
-			renewed[l.by] = append(renewed[l.by], l.record.RenewTime.Time)
+	for _, l := range history {
+		if l.Record.HolderIdentity == l.By {
+			renewed[l.By] = append(renewed[l.By], l.Record.RenewTime.Time)
 		}
 	}
 	for _, times := range renewed {
 		// Held calls are applied in the order they arrived, not the order they were sent.
 		slices.SortFunc(times, time.Time.Compare)
 	}
-	for _, w := range a.writes {
-		times := renewed[w.by]
-		i, found := slices.BinarySearchFunc(times, w.sent, time.Time.Compare)
+	for _, w := range writes {
+		times := renewed[w.By]
+		i, found := slices.BinarySearchFunc(times, w.Sent, time.Time.Compare)
 		if !found {
 			i-- // the latest renewal sent before the write
 		}
 		if i < 0 {
 			errs = append(errs, fmt.Errorf("a controller write from %s (sent at %s) was accepted at %s, before any Lease write naming %s was sent",
-				w.by, a.since(w.sent), a.since(w.at), w.by))
+				w.By, a.Since(w.Sent), a.Since(w.At), w.By))
 			break
 		}
-		if deadline := times[i].Add(simTimings.RenewDeadline + time.Microsecond); !w.sent.Before(deadline) {
+		if deadline := times[i].Add(simTimings.RenewDeadline + time.Microsecond); !w.Sent.Before(deadline) {
 			errs = append(errs, fmt.Errorf("a controller write from %s was sent at %s, %s after the renewal of the Lease it sent at %s, "+
-				"beyond the renew deadline (%s) at which its fence must pause (accepted at %s)", w.by, a.since(w.sent),
-				w.sent.Sub(times[i]).Round(time.Millisecond), a.since(times[i]), simTimings.RenewDeadline, a.since(w.at)))
+				"beyond the renew deadline (%s) at which its fence must pause (accepted at %s)", w.By, a.Since(w.Sent),
+				w.Sent.Sub(times[i]).Round(time.Millisecond), a.Since(times[i]), simTimings.RenewDeadline, a.Since(w.At)))
 			break
 		}
 	}
@@ -579,23 +607,23 @@ func (s *sim) check(start, faultsEnd, shutdown time.Time) error {
 	// writing until SIGTERM.
 	settled := faultsEnd.Add(simSettle)
 	var last time.Time
-	for _, w := range a.writes {
-		if w.at.Before(faultsEnd) || !w.at.Before(shutdown) {
+	for _, w := range writes {
+		if w.At.Before(faultsEnd) || !w.At.Before(shutdown) {
 			continue
 		}
-		if last.IsZero() && w.at.After(settled) {
-			errs = append(errs, fmt.Errorf("no controller write accepted from the end of the faults at %s until %s", a.since(faultsEnd), a.since(w.at)))
+		if last.IsZero() && w.At.After(settled) {
+			errs = append(errs, fmt.Errorf("no controller write accepted from the end of the faults at %s until %s", a.Since(faultsEnd), a.Since(w.At)))
 			break
 		}
-		if !last.IsZero() && w.at.Sub(later(last, settled)) > simMaxWriteGap {
-			errs = append(errs, fmt.Errorf("no controller write accepted from %s to %s, after the faults ended at %s", a.since(last), a.since(w.at), a.since(faultsEnd)))
+		if !last.IsZero() && w.At.Sub(later(last, settled)) > simMaxWriteGap {
+			errs = append(errs, fmt.Errorf("no controller write accepted from %s to %s, after the faults ended at %s", a.Since(last), a.Since(w.At), a.Since(faultsEnd)))
 			break
 		}
-		last = w.at
+		last = w.At
 	}
 	if last.IsZero() || shutdown.Sub(later(last, settled)) > simMaxWriteGap {
 		errs = append(errs, fmt.Errorf("no controller write accepted from %s until SIGTERM at %s (the faults ended at %s)",
-			a.since(later(last, faultsEnd)), a.since(shutdown), a.since(faultsEnd)))
+			a.Since(later(last, faultsEnd)), a.Since(shutdown), a.Since(faultsEnd)))
 	}
 	// Liveness of each replica: a campaign that hangs stops calling the apiserver.
 	calmFrom := faultsEnd.Add(simSettle / 2)
@@ -604,13 +632,13 @@ func (s *sim) check(start, faultsEnd, shutdown time.Time) error {
 			continue
 		}
 		previous := calmFrom
-		for _, at := range append(slices.Clone(a.calls[r.id]), shutdown) {
+		for _, at := range append(slices.Clone(a.Calls(r.id)), shutdown) {
 			if at.Before(calmFrom) || at.After(shutdown) {
 				continue
 			}
 			if at.Sub(previous) > simMaxCallGap {
 				errs = append(errs, fmt.Errorf("%s sent no Lease request from %s to %s, after the faults ended at %s: its campaign hangs",
-					r.id, a.since(previous), a.since(at), a.since(faultsEnd)))
+					r.id, a.Since(previous), a.Since(at), a.Since(faultsEnd)))
 				break
 			}
 			previous = at
@@ -623,7 +651,7 @@ func (s *sim) check(start, faultsEnd, shutdown time.Time) error {
 			errs = append(errs, fmt.Errorf("%s returned %v %s after SIGTERM", r.id, r.err, r.returned.Sub(r.stopped)))
 		}
 	}
-	if holder := a.holder(); holder != "" {
+	if holder := a.Holder(leaseName); holder != "" {
 		errs = append(errs, fmt.Errorf("the Lease still names %q after every replica stopped", holder))
 	}
 	if s.schedule.sharedOnly {
@@ -637,18 +665,19 @@ func (s *sim) check(start, faultsEnd, shutdown time.Time) error {
 // each stall.
 func (s *sim) checkNoLeaderChange(start, shutdown time.Time) []error {
 	a := s.api
+	writes, history := s.writes(), a.History()
 	var errs []error
 	var holder string
-	for _, w := range a.leaseWrites {
-		if !w.at.Before(shutdown) {
+	for _, w := range history {
+		if !w.At.Before(shutdown) {
 			break
 		}
 		if holder == "" {
-			holder = w.record.HolderIdentity
+			holder = w.Record.HolderIdentity
 		}
-		if w.record.HolderIdentity != holder {
+		if w.Record.HolderIdentity != holder {
 			errs = append(errs, fmt.Errorf("a stall of the whole apiserver changed the leader: the Lease named %q at %s, then %q at %s (rv %d)",
-				holder, a.since(a.leaseWrites[0].at), w.record.HolderIdentity, a.since(w.at), w.rv))
+				holder, a.Since(history[0].At), w.Record.HolderIdentity, a.Since(w.At), w.RV))
 			break
 		}
 	}
@@ -659,9 +688,9 @@ func (s *sim) checkNoLeaderChange(start, shutdown time.Time) []error {
 	}
 	for _, f := range s.schedule.faults {
 		end := start.Add(f.at + f.length)
-		i := slices.IndexFunc(a.writes, func(w simWrite) bool { return !w.at.Before(end) })
-		if i < 0 || a.writes[i].at.Sub(end) > simResume {
-			errs = append(errs, fmt.Errorf("the holder did not write within %s of the stall's end at %s", simResume, a.since(end)))
+		i := slices.IndexFunc(writes, func(w simWrite) bool { return !w.At.Before(end) })
+		if i < 0 || writes[i].At.Sub(end) > simResume {
+			errs = append(errs, fmt.Errorf("the holder did not write within %s of the stall's end at %s", simResume, a.Since(end)))
 		}
 	}
 	return errs
@@ -676,9 +705,7 @@ func later(a, b time.Time) time.Time {
 
 // report is err with the seed, the schedule and the end of the trace.
 func (s *sim) report(err error) string {
-	s.api.mu.Lock()
-	defer s.api.mu.Unlock()
-	trace := s.api.trace
+	trace := s.api.Trace()
 	lines := 120
 	if *simSeed >= 0 {
 		lines = len(trace)
@@ -699,7 +726,7 @@ func runSim(t *testing.T, schedule simSchedule, stats *simStats) error {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		s := &sim{schedule: schedule, api: newSimAPIServer(simTimings), ctx: ctx}
+		s := &sim{schedule: schedule, api: simapiserver.New(), ctx: ctx}
 		if err = s.play(); err != nil {
 			err = errors.New(s.report(err))
 		}
@@ -707,10 +734,11 @@ func runSim(t *testing.T, schedule simSchedule, stats *simStats) error {
 			t.Log(s.report(errors.New("the trace of a schedule that passed")))
 		}
 		if stats != nil {
-			stats.writes.Add(int64(len(s.api.writes)))
-			stats.leaseWrites.Add(int64(len(s.api.leaseWrites)))
-			for i := 1; i < len(s.api.leaseWrites); i++ {
-				if s.api.leaseWrites[i].record.HolderIdentity != s.api.leaseWrites[i-1].record.HolderIdentity {
+			history := s.api.History()
+			stats.writes.Add(int64(len(s.api.Writes())))
+			stats.leaseWrites.Add(int64(len(history)))
+			for i := 1; i < len(history); i++ {
+				if history[i].Record.HolderIdentity != history[i-1].Record.HolderIdentity {
 					stats.transitions.Add(1)
 				}
 			}
