@@ -184,6 +184,9 @@ func (r *Replica) Run(ctx context.Context) error {
 	defer stopCluster()
 
 	leaseCtx, stopLeases := context.WithCancel(context.WithoutCancel(ctx))
+	// Deferred calls run last first: the Lease informer stops, then the factory waits
+	// for it, also when a SIGTERM comes before its cache synced.
+	defer r.leaseFactory.Shutdown()
 	defer stopLeases()
 	leaseInformer := r.leaseFactory.Coordination().V1().Leases()
 	changed := make(chan struct{}, 1)
@@ -201,7 +204,6 @@ func (r *Replica) Run(ctx context.Context) error {
 		return fmt.Errorf("watching the shard Leases: %w", err)
 	}
 	r.leaseFactory.Start(leaseCtx.Done())
-	defer r.leaseFactory.Shutdown()
 	if !cache.WaitForCacheSync(ctx.Done(), leaseInformer.Informer().HasSynced) {
 		return nil // shut down while starting
 	}

@@ -1,12 +1,18 @@
 package sharding
 
 import (
+	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
+
+	"github.com/mini-kcm/mini-kcm/test/simapiserver"
 )
 
 func TestFairShareIsTheCeilingOfShardsPerLiveReplica(t *testing.T) {
@@ -49,4 +55,39 @@ func TestALeaseExpiresALeaseDurationAfterItWasLastSeenToChange(t *testing.T) {
 	if !o.expired(lease("2", ""), start) {
 		t.Error("a released Lease is not expired")
 	}
+}
+
+// A replica that gets SIGTERM before its Lease cache synced (the apiserver does not
+// answer its lists) returns: its Lease informer stops before the factory waits for it.
+// It hung there for good once (found by the replica simulation).
+func TestAReplicaStoppedBeforeItsLeaseCacheSyncedReturns(t *testing.T) {
+	quietErrorHandlers(t)
+	synctest.Test(t, func(t *testing.T) {
+		api := simapiserver.New()
+		stall := &simapiserver.Stall{}
+		link := simapiserver.NewLink("r0", stall, 1, 1, 0, 0, 0)
+		client := api.Clientset(link, rsimTimings.RequestTimeout())
+		r := New(Config{Base: rsimBase, Namespace: rsimNamespace, Identity: "r0", Shards: 2, Timings: rsimTimings,
+			Client: client, CoordinatorClient: client, Probe: rsimProbe{},
+			Recorder: func() record.EventRecorder { return &record.FakeRecorder{} },
+			Cluster:  informers.NewSharedInformerFactory(client, 0),
+			Term:     func(ctx context.Context, _ Term) error { <-ctx.Done(); return nil },
+			Exit:     func(code int) { t.Errorf("exit %d", code) }})
+		stall.Set(true) // no list is ever answered
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- r.Run(ctx) }()
+		time.Sleep(5 * time.Second)
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run returned %v, want nil", err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("Run did not return within a minute of SIGTERM")
+		}
+		stall.Set(false)
+		api.Wait()
+	})
 }
