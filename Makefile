@@ -170,7 +170,7 @@ test-e2e: check-version control-plane build ## E2E suites against a real local c
 	if (( $${#failed[@]} )); then printf 'FAILED in make test-e2e: %s\n' "$${failed[@]}" >&2; exit 1; fi
 
 .PHONY: test-long
-test-long: check-version control-plane ## Long soaks: 2000-pod failover, upstream timings, a Service over 5000 pods, sharded balance at the defaults, the brownout, freeze, leader partition and SIGKILL side by side with kube-controller-manager (5 runs each); then 20 000 election and 100 000 sharding simulator schedules (hours on 2 cores).
+test-long: check-version control-plane ## Long soaks: 2000-pod failover, upstream timings, a Service over 5000 pods, sharded balance at the defaults, the brownout, freeze, leader partition and SIGKILL side by side with kube-controller-manager (5 runs each); then 20 000 election and 100 000 sharding simulator schedules, and 2 000 of the real replicas' (hours on 2 cores).
 	$(GO) build $(RACE_FLAG) -ldflags "$(VERSION_LDFLAGS)" -o bin/mini-kcm-race ./cmd/mini-kcm
 	MINI_KCM_BINARY=$(CURDIR)/bin/mini-kcm-race $(GO) test -tags long -run Long -p 1 -count=1 -timeout 60m -v ./test/e2e/ha/ ./test/e2e/sharding/
 	@# The leadership side by side (issue 30): the brownout (3s stalls and a 30s one of
@@ -188,6 +188,9 @@ test-long: check-version control-plane ## Long soaks: 2000-pod failover, upstrea
 	@# without -race).
 	$(GO) test -count=1 -timeout 4h -run TestSimulatedElection -v ./leaderelection/ -args -sim-seeds=20000
 	$(GO) test -count=1 -timeout 12h -run TestSimulated -v ./sharding/ -args -sim-seeds=100000
+	@# And 2 000 of the real replicas' simulation (sharding/replicasim_test.go; 12 in make
+	@# test), about 0.7 s each on one CPU without -race.
+	$(GO) test -count=1 -timeout 4h -run TestReplicaSimNever -v ./sharding/ -args -sim-seeds=2000
 
 .PHONY: demo-failover
 demo-failover: build control-plane ## Leader failover on the local control plane: SIGTERM, SIGKILL and SIGSTOP (then SIGCONT) takeovers, default timings.
