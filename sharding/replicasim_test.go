@@ -790,13 +790,9 @@ func playReplicaSims(t *testing.T, seeds int, m mutation) error {
 }
 
 // rsimSeedCount is the number of replica schedules: -sim-seeds, else
-// SHARDING_REPLICA_SIM_SEEDS, else the default of make test: 12, or 3 under the race
-// detector (see raceEnabled; make test-unit runs these tests again without it).
+// SHARDING_REPLICA_SIM_SEEDS, else the 12 of make test.
 func rsimSeedCount(t *testing.T) int {
 	seeds := 12
-	if raceEnabled {
-		seeds = 3
-	}
 	if env, set := os.LookupEnv("SHARDING_REPLICA_SIM_SEEDS"); set {
 		v, err := strconv.Atoi(env)
 		if err != nil || v < 1 {
@@ -810,7 +806,17 @@ func rsimSeedCount(t *testing.T) int {
 	return seeds
 }
 
+// skipUnderRace skips a replica simulation test in a race build, loudly: make
+// test-unit runs it again without the race detector.
+func skipUnderRace(t *testing.T) {
+	if raceEnabled {
+		t.Skip("SKIPPED under the race detector, whose runtime crashed in these bubbles (see raceEnabled): " +
+			"make test-unit runs this test again without it (go test -run '^TestReplicaSim' ./sharding/)")
+	}
+}
+
 func TestReplicaSimNeverLetsTwoReplicasWriteOneNamespace(t *testing.T) {
+	skipUnderRace(t)
 	quietKlog(t)
 	quietErrorHandlers(t)
 	if *simSeed >= 0 {
@@ -833,10 +839,7 @@ func TestReplicaSimNeverLetsTwoReplicasWriteOneNamespace(t *testing.T) {
 
 // Each planted bug must fail one of the schedules a normal run plays.
 func TestReplicaSimCatchesEachPlantedBug(t *testing.T) {
-	if raceEnabled {
-		t.Skip("SKIPPED under the race detector, whose runtime crashes after a few dozen replica schedules in one " +
-			"process: make test-unit runs this test again without it (go test -run '^TestReplicaSim' ./sharding/)")
-	}
+	skipUnderRace(t)
 	quietKlog(t)
 	quietErrorHandlers(t)
 	// A bubble's goroutines interleave differently from run to run, so a seed's
