@@ -120,11 +120,12 @@ test-unit: ## Unit tests with the race detector (when cgo is available, see RACE
 	@# again on an empty cache: about 150 CPU-s per graph, measured on test/e2e/framework's.
 	$(RACE_NOTE)
 	@# The replica simulation (sharding/replicasim_test.go) skips under the race
-	@# detector, whose runtime crashed in its bubbles; it runs here without it. Both
-	@# commands always run.
+	@# detector, whose runtime crashed in its bubbles; it runs here without it, static
+	@# and -trimpath as make lint's vet compiled every package, so that no dependency is
+	@# compiled a second time on an empty cache. Both commands always run.
 	@status=0; \
 	$(GO) test $(RACE_FLAG) -vet=off -count=1 $(UNIT_PKGS) || status=1; \
-	$(GO) test -vet=off -count=1 -run '^TestReplicaSim' ./sharding/ || status=1; \
+	CGO_ENABLED=0 GOFLAGS=-trimpath $(GO) test -vet=off -count=1 -run '^TestReplicaSim' ./sharding/ || status=1; \
 	exit $$status
 
 .PHONY: test-fuzz
