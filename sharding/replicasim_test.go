@@ -846,25 +846,5 @@ func TestReplicaSimCatchesEachPlantedBug(t *testing.T) {
 	// schedule differs a little each time: in three runs every bug was caught by the
 	// 13th schedule (seed 12). 60 leave room; a caught bug stops at its first failure.
 	seeds := max(rsimSeedCount(t), 60)
-	for _, m := range []struct {
-		mutation mutation
-		name     string
-	}{
-		{mutationRelabelHeld, "a handover relabels shard Leases that are still held"},
-		{mutationCreateReleased, "a missing shard Lease is created released"},
-		{mutationPendingStopsNothing, "a pending plan stops no election"},
-		{mutationNoWaitForRecreatedHold, "a handover does not wait for a recreated Lease's hold"},
-		{mutationObserveIgnoresVersion, "an observation ignores a changed resourceVersion"},
-		{mutationNoLabelGuard, "shard elections run without GuardEpoch"},
-		{mutationCampaignUnsettled, "replicas campaign under a plan whose Leases are not all relabelled"},
-	} {
-		start := time.Now()
-		err := playReplicaSims(t, seeds, m.mutation)
-		if err == nil {
-			t.Errorf("%s: not caught by any of %d schedules", m.name, seeds)
-			continue
-		}
-		lines := strings.SplitN(err.Error(), "\n", 3)
-		t.Logf("%s: caught in %s: %s", m.name, time.Since(start).Round(time.Millisecond), strings.Join(lines[:min(2, len(lines))], " / "))
-	}
+	requireEachPlantedBugCaught(t, seeds, func(seeds int, m mutation) error { return playReplicaSims(t, seeds, m) })
 }

@@ -874,26 +874,34 @@ func TestSimulatedReplicasNeverHaveTwoOpenFencesOnOneNamespace(t *testing.T) {
 // plays: a checker that cannot fail proves nothing.
 func TestSimulationCatchesEachPlantedBug(t *testing.T) {
 	quietKlog(t)
-	seeds := simSeedCount(t)
-	for _, m := range []struct {
-		mutation mutation
-		name     string
-	}{
-		{mutationRelabelHeld, "a handover relabels shard Leases that are still held"},
-		{mutationCreateReleased, "a missing shard Lease is created released"},
-		{mutationPendingStopsNothing, "a pending plan stops no election"},
-		{mutationNoWaitForRecreatedHold, "a handover does not wait for a recreated Lease's hold"},
-		{mutationObserveIgnoresVersion, "an observation ignores a changed resourceVersion"},
-		{mutationNoLabelGuard, "shard elections run without GuardEpoch"},
-		{mutationCampaignUnsettled, "replicas campaign under a plan whose Leases are not all relabelled"},
-	} {
+	requireEachPlantedBugCaught(t, simSeedCount(t), func(seeds int, m mutation) error { return playSchedules(t, seeds, m) })
+}
+
+// plantedBugs are the bugs of mutation.go that the simulations must catch.
+var plantedBugs = []struct {
+	mutation mutation
+	name     string
+}{
+	{mutationRelabelHeld, "a handover relabels shard Leases that are still held"},
+	{mutationCreateReleased, "a missing shard Lease is created released"},
+	{mutationPendingStopsNothing, "a pending plan stops no election"},
+	{mutationNoWaitForRecreatedHold, "a handover does not wait for a recreated Lease's hold"},
+	{mutationObserveIgnoresVersion, "an observation ignores a changed resourceVersion"},
+	{mutationNoLabelGuard, "shard elections run without GuardEpoch"},
+	{mutationCampaignUnsettled, "replicas campaign under a plan whose Leases are not all relabelled"},
+}
+
+// requireEachPlantedBugCaught plays seeds schedules with each planted bug in turn
+// (play returns the first failure) and fails t for each bug none of them caught.
+func requireEachPlantedBugCaught(t *testing.T, seeds int, play func(seeds int, m mutation) error) {
+	for _, m := range plantedBugs {
 		start := time.Now()
-		err := playSchedules(t, seeds, m.mutation)
+		err := play(seeds, m.mutation)
 		if err == nil {
 			t.Errorf("%s: not caught by any of %d schedules", m.name, seeds)
 			continue
 		}
-		lines := strings.SplitN(err.Error(), "\n", 2)
-		t.Logf("%s: caught in %s: %s", m.name, time.Since(start).Round(time.Millisecond), lines[0])
+		first, _, _ := strings.Cut(err.Error(), "\n")
+		t.Logf("%s: caught in %s: %s", m.name, time.Since(start).Round(time.Millisecond), first)
 	}
 }
