@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -789,22 +788,9 @@ func playReplicaSims(t *testing.T, seeds int, m mutation) error {
 	return nil
 }
 
-// rsimSeedCount is the number of replica schedules: -sim-seeds, else
-// SHARDING_REPLICA_SIM_SEEDS, else the 12 of make test.
-func rsimSeedCount(t *testing.T) int {
-	seeds := 12
-	if env, set := os.LookupEnv("SHARDING_REPLICA_SIM_SEEDS"); set {
-		v, err := strconv.Atoi(env)
-		if err != nil || v < 1 {
-			t.Fatalf("SHARDING_REPLICA_SIM_SEEDS=%q: want a number of schedules of at least 1 (unset: %d)", env, seeds)
-		}
-		seeds = v
-	}
-	if *simSeeds > 0 {
-		seeds = *simSeeds
-	}
-	return seeds
-}
+// rsimSeedCount is the number of replica schedules: SHARDING_REPLICA_SIM_SEEDS, else
+// the 12 of make test.
+func rsimSeedCount(t *testing.T) int { return seedCount(t, "SHARDING_REPLICA_SIM_SEEDS", 12) }
 
 // skipUnderRace skips a replica simulation test in a race build, loudly: make
 // test-unit runs it again without the race detector.

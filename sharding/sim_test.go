@@ -782,23 +782,26 @@ func runSim(t *testing.T, seed int64, m mutation) error {
 // schedules reach the handover that keeps some shards.
 var simRecuts, simPartialRecuts atomic.Int64
 
-// simSeedCount returns the number of schedules to play: -sim-seeds, else
-// SHARDING_SIM_SEEDS, else the 250 of make test.
-func simSeedCount(t *testing.T) int {
-	seeds := 250
-	if env, set := os.LookupEnv("SHARDING_SIM_SEEDS"); set {
-		v, err := strconv.Atoi(env)
-		if err != nil || v < 1 {
+// seedCount returns the number of schedules to play: -sim-seeds, else the environment
+// variable env, else def (make test's).
+func seedCount(t *testing.T, env string, def int) int {
+	seeds := def
+	if v, set := os.LookupEnv(env); set {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
 			// A run of no schedules would pass having checked nothing.
-			t.Fatalf("SHARDING_SIM_SEEDS=%q: want a number of schedules of at least 1 (unset: 250)", env)
+			t.Fatalf("%s=%q: want a number of schedules of at least 1 (unset: %d)", env, v, def)
 		}
-		seeds = v
+		seeds = n
 	}
 	if *simSeeds > 0 {
 		seeds = *simSeeds
 	}
 	return seeds
 }
+
+// simSeedCount is the number of the model's schedules: SHARDING_SIM_SEEDS, else 250.
+func simSeedCount(t *testing.T) int { return seedCount(t, "SHARDING_SIM_SEEDS", 250) }
 
 // quietKlog silences the real code's logs, which every step writes: a run of
 // schedules would spend its time there.
