@@ -71,7 +71,7 @@ build: check-version ## Build bin/mini-kcm with the version stamped in.
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/mini-kcm ./cmd/mini-kcm
 
 .PHONY: generate
-generate: ## Write deploy/'s controller RBAC and fence identities from the controller registry (commit the result).
+generate: ## Write deploy/'s controller RBAC and fence identities, and the shard filter's typed wrappers, from the controller registry (commit the result).
 	$(GO) run ./hack/gen-rbac -deploy deploy
 
 .PHONY: control-plane

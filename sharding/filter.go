@@ -1,22 +1,15 @@
 package sharding
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	apisharding "k8s.io/apimachinery/pkg/sharding"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	discoveryv1client "k8s.io/client-go/kubernetes/typed/discovery/v1"
 	"k8s.io/client-go/util/watchlist"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -115,23 +108,16 @@ func (f rangeFilter) watch(w watch.Interface, err error) (watch.Interface, error
 	}), nil
 }
 
-// filteredResources are the namespaced resources whose lists and watches filteredClient
-// filters; clusterScoped are those that no shard owns (the unfiltered factory's).
-var (
-	filteredResources = []schema.GroupResource{
-		{Resource: "pods"}, {Resource: "services"}, {Resource: "endpoints"},
-		{Group: "apps", Resource: "replicasets"}, {Group: "apps", Resource: "deployments"},
-		{Group: "discovery.k8s.io", Resource: "endpointslices"},
-	}
-	clusterScoped = []schema.GroupResource{{Resource: "nodes"}}
-)
+// clusterScoped are the cached resources that no shard owns: they come from the
+// replica's unfiltered factory (see Informers.Wrap), which routes each of them. The
+// namespaced ones, filteredResources, are generated (zz_generated_filter.go).
+var clusterScoped = []schema.GroupResource{{Resource: "nodes"}}
 
-// filteredClient is the client of a shard's informers: the lists and watches of the
-// namespaced resources mini-kcm's controllers cache (Pods, Services, Endpoints,
-// ReplicaSets, Deployments, EndpointSlices) return only the shard's objects. Nodes are
-// cluster-scoped and come from the replica's unfiltered factory (see Informers.Wrap); a
-// controller that caches another namespaced resource adds it here and to
-// filteredResources (a test checks the registry's Caches against that list).
+// filteredClient is the client of a shard's informers: the lists and watches of every
+// namespaced resource a registered controller caches return only the shard's objects.
+// Its typed wrappers, one per group and resource, are generated from the registry by
+// `make generate` (zz_generated_filter.go, from hack/rbacgen); a test fails when they
+// and the registry disagree.
 type filteredClient struct {
 	kubernetes.Interface
 	f rangeFilter
@@ -141,157 +127,4 @@ type filteredClient struct {
 // informers ask it whether they may stream their initial list as watch events.
 func (c filteredClient) IsWatchListSemanticsUnSupported() bool {
 	return watchlist.DoesClientNotSupportWatchListSemantics(c.Interface)
-}
-
-func (c filteredClient) CoreV1() corev1client.CoreV1Interface {
-	return filteredCoreV1{CoreV1Interface: c.Interface.CoreV1(), f: c.f}
-}
-
-func (c filteredClient) AppsV1() appsv1client.AppsV1Interface {
-	return filteredAppsV1{AppsV1Interface: c.Interface.AppsV1(), f: c.f}
-}
-
-func (c filteredClient) DiscoveryV1() discoveryv1client.DiscoveryV1Interface {
-	return filteredDiscoveryV1{DiscoveryV1Interface: c.Interface.DiscoveryV1(), f: c.f}
-}
-
-type filteredCoreV1 struct {
-	corev1client.CoreV1Interface
-	f rangeFilter
-}
-
-func (c filteredCoreV1) Pods(namespace string) corev1client.PodInterface {
-	return filteredPods{PodInterface: c.CoreV1Interface.Pods(namespace), f: c.f}
-}
-
-func (c filteredCoreV1) Services(namespace string) corev1client.ServiceInterface {
-	return filteredServices{ServiceInterface: c.CoreV1Interface.Services(namespace), f: c.f}
-}
-
-func (c filteredCoreV1) Endpoints(namespace string) corev1client.EndpointsInterface {
-	return filteredEndpoints{EndpointsInterface: c.CoreV1Interface.Endpoints(namespace), f: c.f}
-}
-
-type filteredAppsV1 struct {
-	appsv1client.AppsV1Interface
-	f rangeFilter
-}
-
-func (c filteredAppsV1) ReplicaSets(namespace string) appsv1client.ReplicaSetInterface {
-	return filteredReplicaSets{ReplicaSetInterface: c.AppsV1Interface.ReplicaSets(namespace), f: c.f}
-}
-
-func (c filteredAppsV1) Deployments(namespace string) appsv1client.DeploymentInterface {
-	return filteredDeployments{DeploymentInterface: c.AppsV1Interface.Deployments(namespace), f: c.f}
-}
-
-type filteredDiscoveryV1 struct {
-	discoveryv1client.DiscoveryV1Interface
-	f rangeFilter
-}
-
-func (c filteredDiscoveryV1) EndpointSlices(namespace string) discoveryv1client.EndpointSliceInterface {
-	return filteredEndpointSlices{EndpointSliceInterface: c.DiscoveryV1Interface.EndpointSlices(namespace), f: c.f}
-}
-
-type filteredPods struct {
-	corev1client.PodInterface
-	f rangeFilter
-}
-
-func (c filteredPods) List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error) {
-	l, err := c.PodInterface.List(ctx, opts)
-	if l != nil {
-		l.Items = keep(c.f, l.Items)
-	}
-	return l, err
-}
-
-func (c filteredPods) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return c.f.watch(c.PodInterface.Watch(ctx, opts))
-}
-
-type filteredServices struct {
-	corev1client.ServiceInterface
-	f rangeFilter
-}
-
-func (c filteredServices) List(ctx context.Context, opts metav1.ListOptions) (*corev1.ServiceList, error) {
-	l, err := c.ServiceInterface.List(ctx, opts)
-	if l != nil {
-		l.Items = keep(c.f, l.Items)
-	}
-	return l, err
-}
-
-func (c filteredServices) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return c.f.watch(c.ServiceInterface.Watch(ctx, opts))
-}
-
-type filteredEndpoints struct {
-	corev1client.EndpointsInterface
-	f rangeFilter
-}
-
-func (c filteredEndpoints) List(ctx context.Context, opts metav1.ListOptions) (*corev1.EndpointsList, error) {
-	l, err := c.EndpointsInterface.List(ctx, opts)
-	if l != nil {
-		l.Items = keep(c.f, l.Items)
-	}
-	return l, err
-}
-
-func (c filteredEndpoints) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return c.f.watch(c.EndpointsInterface.Watch(ctx, opts))
-}
-
-type filteredReplicaSets struct {
-	appsv1client.ReplicaSetInterface
-	f rangeFilter
-}
-
-func (c filteredReplicaSets) List(ctx context.Context, opts metav1.ListOptions) (*appsv1.ReplicaSetList, error) {
-	l, err := c.ReplicaSetInterface.List(ctx, opts)
-	if l != nil {
-		l.Items = keep(c.f, l.Items)
-	}
-	return l, err
-}
-
-func (c filteredReplicaSets) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return c.f.watch(c.ReplicaSetInterface.Watch(ctx, opts))
-}
-
-type filteredDeployments struct {
-	appsv1client.DeploymentInterface
-	f rangeFilter
-}
-
-func (c filteredDeployments) List(ctx context.Context, opts metav1.ListOptions) (*appsv1.DeploymentList, error) {
-	l, err := c.DeploymentInterface.List(ctx, opts)
-	if l != nil {
-		l.Items = keep(c.f, l.Items)
-	}
-	return l, err
-}
-
-func (c filteredDeployments) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return c.f.watch(c.DeploymentInterface.Watch(ctx, opts))
-}
-
-type filteredEndpointSlices struct {
-	discoveryv1client.EndpointSliceInterface
-	f rangeFilter
-}
-
-func (c filteredEndpointSlices) List(ctx context.Context, opts metav1.ListOptions) (*discoveryv1.EndpointSliceList, error) {
-	l, err := c.EndpointSliceInterface.List(ctx, opts)
-	if l != nil {
-		l.Items = keep(c.f, l.Items)
-	}
-	return l, err
-}
-
-func (c filteredEndpointSlices) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return c.f.watch(c.EndpointSliceInterface.Watch(ctx, opts))
 }

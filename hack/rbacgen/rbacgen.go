@@ -17,8 +17,12 @@
 //     kube-controller-manager's --controllers that leaves mini-kcm's controllers to it
 //     (UpstreamControllers), rewritten in place.
 //
+// Outside deploy/, it generates the shard filter's typed wrappers for every cached
+// namespaced resource (ShardFilterSource, sharding/zz_generated_filter.go).
+//
 // `make generate` (go run ./hack/gen-rbac) writes them; Check, run by deploy/'s unit
-// tests, fails when the committed files and the registry disagree.
+// tests, and the sharding package's tests fail when the committed files and the
+// registry disagree.
 package rbacgen
 
 import (

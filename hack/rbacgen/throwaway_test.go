@@ -2,7 +2,10 @@ package rbacgen
 
 import (
 	"context"
+	"encoding/json"
 	"io"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -98,5 +101,54 @@ func TestAThrowawayControllerNeedsNothingButItsPackageAndARegistryEntry(t *testi
 	trimmer.Trim(pod)
 	if len(pod.Annotations) != 1 || pod.Annotations[throwawayAnnotation] != "2" {
 		t.Errorf("the cached pod's annotations are %v, want only the one the controller declares", pod.Annotations)
+	}
+}
+
+// The throwaway controller caches StatefulSets, which no other controller does: make
+// generate gives the shard filter a typed wrapper for them, and the sharding package
+// compiles with it (go build with the generated file in an overlay), so that a shard's
+// informers drop the StatefulSets of other shards behind an apiserver that ignores
+// shardSelector.
+func TestAThrowawayControllersCachedResourceIsShardFiltered(t *testing.T) {
+	reg := controllers.MustNewRegistry(append(all.Descriptors(), throwaway())...)
+	src, err := ShardFilterSource(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`{Group: "apps", Resource: "statefulsets"}`,
+		"func (c filteredAppsV1) StatefulSets(namespace string) appsv1client.StatefulSetInterface",
+		"func (c filteredAppsV1StatefulSets) List(ctx context.Context, opts metav1.ListOptions) (*appsv1.StatefulSetList, error)",
+		"func (c filteredAppsV1StatefulSets) Watch(",
+	} {
+		if !strings.Contains(string(src), want) {
+			t.Errorf("the generated shard filter lacks %s:\n%s", want, src)
+		}
+	}
+
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	generated := filepath.Join(dir, "zz_generated_filter.go")
+	if err := os.WriteFile(generated, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	overlay, err := json.Marshal(map[string]map[string]string{"Replace": {filepath.Join(root, filepath.FromSlash(ShardFilterFile)): generated}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlayFile := filepath.Join(dir, "overlay.json")
+	if err := os.WriteFile(overlayFile, overlay, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Static and -trimpath, as make lint vets: the sharding package's dependencies are
+	// then in the build cache already, and only the package itself compiles.
+	build := exec.Command("go", "build", "-overlay", overlayFile, "-o", os.DevNull, "./sharding")
+	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-trimpath")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Errorf("the sharding package does not compile with the generated shard filter: %v\n%s", err, out)
 	}
 }
