@@ -22,7 +22,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
-	"github.com/mini-kcm/mini-kcm/controllers/podcontrol"
 )
 
 // testNow is the fixed clock of most tests.
@@ -35,7 +34,7 @@ type fixture struct {
 	ctx        context.Context
 	client     *fake.Clientset
 	c          *Controller
-	podControl *podcontrol.Fake
+	podControl *fakePodControl
 	recorder   *record.FakeRecorder
 	queue      *recordingQueue
 	rsStore    cache.Indexer
@@ -77,7 +76,7 @@ func newFixtureWithFeatures(t *testing.T, features controllers.Features, burstRe
 		ctx:        ctx,
 		client:     client,
 		c:          c,
-		podControl: &podcontrol.Fake{},
+		podControl: &fakePodControl{},
 		recorder:   recorder,
 		queue:      &recordingQueue{TypedRateLimitingInterface: c.queue.TypedRateLimitingInterface, after: map[string]time.Duration{}},
 		rsStore:    factory.Apps().V1().ReplicaSets().Informer().GetIndexer(),

@@ -1,4 +1,4 @@
-package podcontrol
+package replicaset
 
 import (
 	"context"
@@ -8,11 +8,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/mini-kcm/mini-kcm/controllers/podcontrol"
 )
 
-// Fake records the calls a controller makes instead of talking to an apiserver. It is
+// fakePodControl records the calls the controller makes instead of talking to an apiserver. It is
 // safe for concurrent use (controllers create and delete in parallel).
-type Fake struct {
+type fakePodControl struct {
 	mu sync.Mutex
 	// Templates holds the template of every CreatePod call, in call order.
 	Templates []v1.PodTemplateSpec
@@ -31,10 +33,10 @@ type Fake struct {
 	CreateCalls int
 }
 
-var _ Interface = &Fake{}
+var _ podcontrol.Interface = &fakePodControl{}
 
-// CreatePod implements Interface.
-func (f *Fake) CreatePod(_ context.Context, _ string, template *v1.PodTemplateSpec, _ runtime.Object, controllerRef *metav1.OwnerReference) error {
+// CreatePod implements podcontrol.Interface.
+func (f *fakePodControl) CreatePod(_ context.Context, _ string, template *v1.PodTemplateSpec, _ runtime.Object, controllerRef *metav1.OwnerReference) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.CreateCalls++
@@ -46,16 +48,16 @@ func (f *Fake) CreatePod(_ context.Context, _ string, template *v1.PodTemplateSp
 	return f.Err
 }
 
-// DeletePod implements Interface.
-func (f *Fake) DeletePod(_ context.Context, _, name string, _ runtime.Object) error {
+// DeletePod implements podcontrol.Interface.
+func (f *fakePodControl) DeletePod(_ context.Context, _, name string, _ runtime.Object) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.DeletedPods = append(f.DeletedPods, name)
 	return f.Err
 }
 
-// PatchPod implements Interface.
-func (f *Fake) PatchPod(_ context.Context, _, _ string, patch []byte) error {
+// PatchPod implements podcontrol.Interface.
+func (f *fakePodControl) PatchPod(_ context.Context, _, _ string, patch []byte) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.Patches = append(f.Patches, patch)
@@ -63,14 +65,14 @@ func (f *Fake) PatchPod(_ context.Context, _, _ string, patch []byte) error {
 }
 
 // Counts returns how many pods were created, deleted and patched so far.
-func (f *Fake) Counts() (created, deleted, patched int) {
+func (f *fakePodControl) Counts() (created, deleted, patched int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.Templates), len(f.DeletedPods), len(f.Patches)
 }
 
 // Reset forgets every recorded call and the create limit.
-func (f *Fake) Reset() {
+func (f *fakePodControl) Reset() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.Templates, f.ControllerRefs, f.DeletedPods, f.Patches = nil, nil, nil, nil
