@@ -7,6 +7,9 @@
 # image tools of hack/tools/images (the pause and sample-server programs, node-images).
 # It always builds all of them: whatever `make test` needs, it builds.
 # `--list` prints their names (test/controlplane checks them against what it launches).
+# `--kind` builds instead what only make test-kind (hack/kind/run.sh) needs: kubeadm
+# (from the kube module, with the same flags, so the packages it shares with the
+# binaries above come from the build cache), kind and crictl.
 #
 # Binaries are cached outside the checkout, keyed by version, and only missing ones are
 # built, so a warm run costs nothing. Override the cache with MINI_KCM_BIN_DIR.
@@ -84,6 +87,18 @@ if [[ "${1:-}" == --list ]]; then
 	exit 0
 fi
 mkdir -p "$bin_dir"
+if [[ "${1:-}" == --kind ]]; then
+	# Not part of the default build (make test does not need them); same cache and lock.
+	if command -v flock >/dev/null; then
+		exec 9>"$bin_dir/.build.lock"
+		flock -n 9 || { echo ">> another build of the control plane is running; waiting for it" >&2; flock 9; }
+	fi
+	build kube kubeadm=k8s.io/kubernetes/cmd/kubeadm
+	build kind kind=sigs.k8s.io/kind
+	build crictl crictl=sigs.k8s.io/cri-tools/cmd/crictl
+	echo "$bin_dir"
+	exit 0
+fi
 # exit_if_built prints the cache and exits when no binary is missing; else it leaves
 # their names in missing.
 exit_if_built() {

@@ -1,7 +1,8 @@
 // Module kube builds kube-apiserver, kube-scheduler, kube-controller-manager, and for
-// the local node kubelet, kube-proxy and kubectl, v1.37.2 from source. It is separate
-// from the main module so that k8s.io/kubernetes never enters the product's dependency
-// graph.
+// the local node kubelet, kube-proxy and kubectl, v1.37.2 from source; and kubeadm for
+// the kind node image of make test-kind (hack/build-control-plane.sh --kind only). It
+// is separate from the main module so that k8s.io/kubernetes never enters the product's
+// dependency graph.
 module github.com/mini-kcm/mini-kcm/hack/tools/kube
 
 go 1.26.0
@@ -11,6 +12,7 @@ tool (
 	k8s.io/kubernetes/cmd/kube-controller-manager
 	k8s.io/kubernetes/cmd/kube-proxy
 	k8s.io/kubernetes/cmd/kube-scheduler
+	k8s.io/kubernetes/cmd/kubeadm
 	k8s.io/kubernetes/cmd/kubectl
 	k8s.io/kubernetes/cmd/kubelet
 )
@@ -34,6 +36,8 @@ require (
 	github.com/containerd/containerd/api v1.11.1 // indirect
 	github.com/containerd/log v0.1.0 // indirect
 	github.com/containerd/ttrpc v1.2.9 // indirect
+	github.com/coredns/caddy v1.1.1 // indirect
+	github.com/coredns/corefile-migration v1.0.34 // indirect
 	github.com/coreos/go-oidc v2.5.0+incompatible // indirect
 	github.com/coreos/go-semver v0.3.1 // indirect
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
@@ -186,6 +190,7 @@ require (
 	k8s.io/mount-utils v0.0.0 // indirect
 	k8s.io/pod-security-admission v0.0.0 // indirect
 	k8s.io/streaming v0.37.2 // indirect
+	k8s.io/system-validators v1.12.1 // indirect
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd // indirect
 	sigs.k8s.io/apiserver-network-proxy/konnectivity-client v0.36.0 // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
