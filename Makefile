@@ -171,7 +171,10 @@ test-e2e: check-version control-plane build ## E2E suites against a real local c
 	if (( $${#failed[@]} )); then printf 'FAILED in make test-e2e: %s\n' "$${failed[@]}" >&2; exit 1; fi
 
 .PHONY: test-long
-test-long: check-version control-plane ## Long soaks: 2000-pod failover, upstream timings, a Service over 5000 pods, sharded balance at the defaults, the brownout, freeze, leader partition and SIGKILL side by side with kube-controller-manager (5 runs each); then 20 000 election and 100 000 sharding simulator schedules, and 2 000 of the real replicas' (hours on 2 cores).
+test-long: check-version control-plane ## make test-kind, then long soaks: 2000-pod failover, upstream timings, a Service over 5000 pods, sharded balance at the defaults, the brownout, freeze, leader partition and SIGKILL side by side with kube-controller-manager (5 runs each); then 20 000 election and 100 000 sharding simulator schedules, and 2 000 of the real replicas' (hours on 2 cores).
+	@# The kind demo first: a few minutes, and the only run of deploy/kind/demo.sh on a
+	@# real kind cluster.
+	$(MAKE) --no-print-directory test-kind
 	$(GO) build $(RACE_FLAG) -ldflags "$(VERSION_LDFLAGS)" -o bin/mini-kcm-race ./cmd/mini-kcm
 	MINI_KCM_BINARY=$(CURDIR)/bin/mini-kcm-race $(GO) test -tags long -run Long -p 1 -count=1 -timeout 60m -v ./test/e2e/ha/ ./test/e2e/sharding/
 	@# The leadership side by side (issue 30): the brownout (3s stalls and a 30s one of
@@ -225,8 +228,15 @@ deploy-image: ## Set the one image every install of deploy/ runs (deploy/image/)
 	@echo "deploy/, deploy/sharded/ and deploy/static-pod/pod/ now run $(IMAGE)"
 
 .PHONY: kind-demo
-kind-demo: ## Failover demo in a kind cluster (needs Docker, kind and kubectl).
+kind-demo: ## Failover demo in a kind cluster (needs Docker or podman, kind and kubectl).
 	deploy/kind/demo.sh
+
+.PHONY: test-kind
+test-kind: build ## deploy/kind/demo.sh under kind with podman, from a node image built here (root; installs podman and mmdebstrap if missing; ~6 min cold, cleans up after itself).
+	@# hack/kind/run.sh builds what is missing (the control plane, kubeadm, kind and
+	@# crictl in $(BIN_DIR), the node image beside it), runs the demo with kind's podman
+	@# provider and removes the cluster, network, chains and mounts it made, also on failure.
+	hack/kind/run.sh
 
 .PHONY: bench
 bench: build ## Side-by-side benchmarks against upstream kube-controller-manager (~12 min; BENCH_SCALE=N for more).
