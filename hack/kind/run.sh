@@ -50,8 +50,16 @@ start=$SECONDS
 
 ((EUID == 0)) || die "make test-kind needs root: kind's podman provider runs rootful podman here, and the node image build runs mmdebstrap and chroot. Run it as root (or skip it: it is part of make test-long only)"
 [[ -x $repo/bin/mini-kcm ]] || die "$repo/bin/mini-kcm is missing: run make build (make test-kind does)"
-(($(ulimit -Hn) >= nofile)) ||
-	die "this shell's hard limit of open files is $(ulimit -Hn), below the $nofile the kind nodes need: raise it (ulimit -Hn $nofile as root)"
+# hard_limit_at_least OPTION WANT: the shell's hard limit (ulimit OPTION) is WANT or more.
+hard_limit_at_least() {
+	local got
+	got=$(ulimit -H "$1")
+	[[ $got == unlimited ]] || ((got >= $2))
+}
+hard_limit_at_least -n "$nofile" ||
+	die "this shell's hard limit of open files is $(ulimit -Hn), below the $nofile the kind nodes get: raise it (ulimit -Hn $nofile as root)"
+hard_limit_at_least -u "$nproc" ||
+	die "this shell's hard limit of processes is $(ulimit -Hu), below the $nproc the kind nodes get: raise it (ulimit -Hu $nproc as root)"
 
 step "host packages"
 missing=()
@@ -133,7 +141,9 @@ leftovers() {
 	[[ -n $kind_network_existed ]] || ! podman network exists kind || echo "podman network kind"
 	[[ -z $node_image_imported ]] || ! podman image exists "$node_image" || echo "image $node_image"
 	comm -13 <(sort <<<"$chains_before") <(netavark_chains | sort) | sed -n 's/^./chain &/p'
-	[[ -n $netns_was_mounted ]] || ! mountpoint -q /run/netns 2>/dev/null || echo "mount /run/netns"
+	# A /run/netns holding namespaces is in use by someone else (ip netns, another test).
+	[[ -n $netns_was_mounted ]] || ! mountpoint -q /run/netns 2>/dev/null || [[ -n $(ls -A /run/netns) ]] ||
+		echo "mount /run/netns"
 	[[ -z $lib_modules_made || ! -e /lib/modules ]] || echo "directory /lib/modules"
 	local n
 	n=$(overlay_mounts)
@@ -166,8 +176,13 @@ cleanup() {
 		[[ -z $chain ]] || "$cmd" -t "$table" -X "$chain"
 	done < <(comm -13 <(sort <<<"$chains_before") <(netavark_chains | sort))
 	# podman bind-mounts /run/netns on itself for its network namespaces.
-	if [[ -z $netns_was_mounted ]] && mountpoint -q /run/netns 2>/dev/null && [[ -z $(ls -A /run/netns) ]]; then
-		umount /run/netns
+	# Not when it holds namespaces: then another user (ip netns, another test) shares it.
+	if [[ -z $netns_was_mounted ]] && mountpoint -q /run/netns 2>/dev/null; then
+		if [[ -z $(ls -A /run/netns) ]]; then
+			umount /run/netns
+		else
+			echo "    leaving /run/netns mounted: it holds namespaces not of this run ($(ls /run/netns | tr '\n' ' '))"
+		fi
 	fi
 	[[ -z $lib_modules_made ]] || rmdir /lib/modules
 	local left
