@@ -134,12 +134,15 @@ default_ulimits = [
 ]
 EOF
 podman network exists kind && kind_network_existed=1
+# kind gives each node an anonymous volume for /var, which kind delete removes.
+volumes_before=$(podman volume ls -q | sort)
 
 # leftovers prints what this run may have left behind, one line each.
 leftovers() {
 	podman ps -a --filter "label=io.x-k8s.kind.cluster=$cluster" --format 'container {{.Names}}'
 	[[ -n $kind_network_existed ]] || ! podman network exists kind || echo "podman network kind"
 	[[ -z $node_image_imported ]] || ! podman image exists "$node_image" || echo "image $node_image"
+	comm -13 <(echo "$volumes_before") <(podman volume ls -q | sort) | sed -n 's/^./podman volume &/p'
 	comm -13 <(sort <<<"$chains_before") <(netavark_chains | sort) | sed -n 's/^./chain &/p'
 	# A /run/netns holding namespaces is in use by someone else (ip netns, another test).
 	[[ -n $netns_was_mounted ]] || ! mountpoint -q /run/netns 2>/dev/null || [[ -n $(ls -A /run/netns) ]] ||
@@ -159,7 +162,7 @@ cleanup() {
 	if kind get clusters 2>/dev/null | grep -qx "$cluster"; then
 		kind delete cluster --name "$cluster" --kubeconfig "$work/kubeconfig"
 	fi
-	podman ps -aq --filter "label=io.x-k8s.kind.cluster=$cluster" | xargs -r podman rm -f >/dev/null
+	podman ps -aq --filter "label=io.x-k8s.kind.cluster=$cluster" | xargs -r podman rm --force --volumes >/dev/null
 	[[ -n $kind_network_existed ]] || ! podman network exists kind || podman network rm kind >/dev/null
 	[[ -z $node_image_imported ]] || podman rmi --force "$node_image" >/dev/null
 	# netavark leaves its generic chains (and the jumps to them) when the last network
@@ -193,7 +196,7 @@ cleanup() {
 		printf 'error: make test-kind left behind (remove by hand):\n%s\n' "$left" >&2
 		rc=1
 	else
-		echo "    nothing left behind: no kind container, network, image, netavark chain or mount of this run"
+		echo "    nothing left behind: no kind container, volume, network, image, netavark chain or mount of this run"
 	fi
 	if ((rc == 0)); then
 		step "passed"
