@@ -48,7 +48,7 @@ die() {
 }
 start=$SECONDS
 
-((EUID == 0)) || die "make test-kind needs root: kind's podman provider runs rootful podman here, and the node image build runs mmdebstrap and chroot. Run it as root (or skip it: it is part of make test-long only)"
+((EUID == 0)) || die "make test-kind needs root: kind's podman provider runs rootful podman here, and the node image build runs mmdebstrap and chroot. Run it (or make test-long, which runs it) as root"
 [[ -x $repo/bin/mini-kcm ]] || die "$repo/bin/mini-kcm is missing: run make build (make test-kind does)"
 # hard_limit_at_least OPTION WANT: the shell's hard limit (ulimit OPTION) is WANT or more.
 hard_limit_at_least() {
