@@ -646,7 +646,36 @@ func removeNodeState(record nodeRecord) error {
 			errs = append(errs, err)
 		}
 	}
+	if err := releaseNetnsDir(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// releaseNetnsDir undoes what the first `ip netns add` does besides adding a namespace:
+// it bind-mounts /run/netns on itself, so that the namespaces mounted there propagate,
+// and `ip netns delete` leaves that mount. Once /run/netns holds no namespace the mount
+// serves nothing, and the next `ip netns add` (of a node, a user, podman) makes it
+// again; while it holds one (another node, somebody's `ip netns`), it stays.
+func releaseNetnsDir() error {
+	if entries, err := os.ReadDir("/run/netns"); err != nil || len(entries) > 0 {
+		return nil
+	}
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	for _, m := range parseMountInfo(data) {
+		if m.mountPoint != "/run/netns" {
+			continue
+		}
+		// EBUSY: a namespace was added since the directory was read; EINVAL: already
+		// unmounted (by a concurrent cleanup).
+		if err := syscall.Unmount("/run/netns", 0); err != nil && !errors.Is(err, syscall.EBUSY) && !errors.Is(err, syscall.EINVAL) {
+			return fmt.Errorf("unmounting the empty /run/netns that ip netns add mounted: %w", err)
+		}
+	}
+	return nil
 }
 
 type mountInfo struct{ mountPoint, fsType string }

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/mini-kcm/mini-kcm/controllers/all"
@@ -44,6 +45,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "reading the root network namespace's iptables: %v\n", err)
 		os.Exit(1)
 	}
+	mountsBefore, err := mountPoints()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "reading the mount points: %v\n", err)
+		os.Exit(1)
+	}
 	code := framework.Run(m, controlplane.Options{
 		Node:               true,
 		NodeControllersOff: all.Registry().Names(),
@@ -60,7 +66,49 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "FAIL: the root network namespace's iptables changed during the run:\nbefore:\n%s\nafter:\n%s\n", before, after)
 		code = 1
 	}
+	// Nor may a mount outlive it: the node's overlays, shm, volumes and namespaces, and
+	// the /run/netns mount that `ip netns add` makes.
+	if mountsAfter, err := mountPoints(); err != nil {
+		fmt.Fprintf(os.Stderr, "reading the mount points: %v\n", err)
+		code = 1
+	} else if added := newMountPoints(mountsBefore, mountsAfter); len(added) > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: the run left mounts behind: %s\n", strings.Join(added, " "))
+		code = 1
+	}
 	os.Exit(code)
+}
+
+// mountPoints returns this mount namespace's mount points, one entry per mount.
+func mountPoints() ([]string, error) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	var points []string
+	for line := range strings.Lines(string(data)) {
+		if fields := strings.Fields(line); len(fields) > 4 {
+			points = append(points, fields[4])
+		}
+	}
+	return points, nil
+}
+
+// newMountPoints returns the mounts of after that before did not have, counting a
+// mount point mounted over twice as two.
+func newMountPoints(before, after []string) []string {
+	had := map[string]int{}
+	for _, p := range before {
+		had[p]++
+	}
+	var added []string
+	for _, p := range after {
+		if had[p] > 0 {
+			had[p]--
+			continue
+		}
+		added = append(added, p)
+	}
+	return added
 }
 
 // iptablesNoise is what changes in iptables-save's output without a rule changing:
