@@ -467,12 +467,12 @@ func createNodeNetwork(netns string) error {
 // controllers and, on a hybrid system like this one, the unified (v2) one, where runc
 // creates the containers' cgroups too.
 func cgroupHierarchies() []string {
-	data, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := readMounts()
 	if err != nil {
 		return nil
 	}
 	var dirs []string
-	for _, m := range parseMountInfo(data) {
+	for _, m := range mounts {
 		if m.fsType == "cgroup" || m.fsType == "cgroup2" {
 			dirs = append(dirs, m.mountPoint)
 		}
@@ -661,11 +661,11 @@ func releaseNetnsDir() error {
 	if entries, err := os.ReadDir("/run/netns"); err != nil || len(entries) > 0 {
 		return nil
 	}
-	data, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := readMounts()
 	if err != nil {
 		return err
 	}
-	for _, m := range parseMountInfo(data) {
+	for _, m := range mounts {
 		if m.mountPoint != "/run/netns" {
 			continue
 		}
@@ -679,6 +679,30 @@ func releaseNetnsDir() error {
 }
 
 type mountInfo struct{ mountPoint, fsType string }
+
+// readMounts reads the mounts of this process's mount namespace.
+func readMounts() ([]mountInfo, error) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	return parseMountInfo(data), nil
+}
+
+// MountPoints returns the mount points of this process's mount namespace, one entry
+// per mount (a point mounted over twice is listed twice): the node suite checks that
+// a run leaves none behind.
+func MountPoints() ([]string, error) {
+	mounts, err := readMounts()
+	if err != nil {
+		return nil, err
+	}
+	points := make([]string, len(mounts))
+	for i, m := range mounts {
+		points[i] = m.mountPoint
+	}
+	return points, nil
+}
 
 // parseMountInfo reads /proc/<pid>/mountinfo: field 5 is the mount point (octal
 // escapes for spaces), the field after " - " the filesystem type.
@@ -702,12 +726,12 @@ func parseMountInfo(data []byte) []mountInfo {
 
 // unmountUnder detaches every mount below dir, deepest first.
 func unmountUnder(dir string) error {
-	data, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := readMounts()
 	if err != nil {
 		return err
 	}
 	var points []string
-	for _, m := range parseMountInfo(data) {
+	for _, m := range mounts {
 		if strings.HasPrefix(m.mountPoint, dir+"/") {
 			points = append(points, m.mountPoint)
 		}

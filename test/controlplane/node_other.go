@@ -30,6 +30,9 @@ type node struct{}
 // NodeSupported returns why this machine cannot run the node: it is not Linux.
 func NodeSupported() error { return errNodeNeedsLinux }
 
+// MountPoints fails: there is no node, and no mount table to check, off Linux.
+func MountPoints() ([]string, error) { return nil, errNodeNeedsLinux }
+
 // NodeDir returns "": there is no node off Linux.
 func (cp *ControlPlane) NodeDir() string { return "" }
 

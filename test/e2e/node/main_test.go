@@ -45,7 +45,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "reading the root network namespace's iptables: %v\n", err)
 		os.Exit(1)
 	}
-	mountsBefore, err := mountPoints()
+	mountsBefore, err := controlplane.MountPoints()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "reading the mount points: %v\n", err)
 		os.Exit(1)
@@ -68,7 +68,7 @@ func TestMain(m *testing.M) {
 	}
 	// Nor may a mount outlive it: the node's overlays, shm, volumes and namespaces, and
 	// the /run/netns mount that `ip netns add` makes.
-	if mountsAfter, err := mountPoints(); err != nil {
+	if mountsAfter, err := controlplane.MountPoints(); err != nil {
 		fmt.Fprintf(os.Stderr, "reading the mount points: %v\n", err)
 		code = 1
 	} else if added := newMountPoints(mountsBefore, mountsAfter); len(added) > 0 {
@@ -76,21 +76,6 @@ func TestMain(m *testing.M) {
 		code = 1
 	}
 	os.Exit(code)
-}
-
-// mountPoints returns this mount namespace's mount points, one entry per mount.
-func mountPoints() ([]string, error) {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	var points []string
-	for line := range strings.Lines(string(data)) {
-		if fields := strings.Fields(line); len(fields) > 4 {
-			points = append(points, fields[4])
-		}
-	}
-	return points, nil
 }
 
 // newMountPoints returns the mounts of after that before did not have, counting a
