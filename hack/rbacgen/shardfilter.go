@@ -113,6 +113,9 @@ func typedClientOf(gr schema.GroupResource) (g filteredGroup, r filteredResource
 		return g, r, false, fmt.Errorf("a controller caches %s, which client-go's scheme does not know in %s", gr, gv)
 	}
 	listType := scheme.Scheme.AllKnownTypes()[gv.WithKind(kind+"List")]
+	if listType == nil {
+		return g, r, false, fmt.Errorf("a controller caches %s (%s), whose list kind %sList client-go's scheme does not know in %s", gr, kind, kind, gv)
+	}
 	apiPath := listType.PkgPath()                                                                  // k8s.io/api/core/v1
 	clientPath := strings.Replace(apiPath, "k8s.io/api/", "k8s.io/client-go/kubernetes/typed/", 1) // …/typed/core/v1
 	apiAlias := strings.ReplaceAll(strings.TrimPrefix(apiPath, "k8s.io/api/"), "/", "")            // corev1
