@@ -54,7 +54,18 @@ type Config struct {
 	LogDir string
 	// Logf receives progress messages.
 	Logf func(format string, args ...any)
+	// SettleLoad, when positive, makes every run wait (up to loadSettleTimeout) for the
+	// 1-minute load average to fall to it before starting, so that the previous run's
+	// own work, which decays out of the average within a minute or two, is not taken
+	// for a busy machine. The run records the load it started at either way.
+	SettleLoad float64
 }
+
+// loadSettleTimeout bounds a run's wait for the load average to fall to
+// Config.SettleLoad: a 1-minute average decays by e every minute with the machine idle,
+// so a load the bench's own previous run left (about the number of cores) is gone in
+// under two; one that lasts longer comes from something else on the machine.
+const loadSettleTimeout = 5 * time.Minute
 
 // memorySampleInterval is how often a run samples the controller manager's RssAnon and
 // RssFile for their peaks: reading /proc costs microseconds, and allocation peaks last
@@ -135,6 +146,7 @@ func runWorkload(ctx context.Context, cfg Config, w workload, impl Implementatio
 	case w.raised:
 		settings = cfg.RaisedSettings
 	}
+	waitForLoad(ctx, cfg)
 	run := RunResult{Implementation: impl, Settings: settings, LoadAverage: loadAverage()}
 	if err := runPhases(ctx, cfg, w, impl, &run); err != nil {
 		run.Error = err.Error()
@@ -432,6 +444,24 @@ func (e *env) finishPhase(ctx context.Context, p *Phase, before processUsage) er
 }
 
 // loadAverage reads the 1, 5 and 15 minute load averages; zeros if unavailable.
+// waitForLoad waits until the 1-minute load average is at most cfg.SettleLoad, for at
+// most loadSettleTimeout; it logs what it waited for.
+func waitForLoad(ctx context.Context, cfg Config) {
+	if cfg.SettleLoad <= 0 || loadAverage()[0] <= cfg.SettleLoad {
+		return
+	}
+	start := time.Now()
+	cfg.Logf("   waiting for the load average (%.2f) to fall to %g", loadAverage()[0], cfg.SettleLoad)
+	for loadAverage()[0] > cfg.SettleLoad && time.Since(start) < loadSettleTimeout {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Second):
+		}
+	}
+	cfg.Logf("   load average %.2f after %s", loadAverage()[0], time.Since(start).Round(time.Second))
+}
+
 func loadAverage() [3]float64 {
 	var avg [3]float64
 	data, err := os.ReadFile("/proc/loadavg")

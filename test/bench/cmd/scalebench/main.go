@@ -12,7 +12,8 @@
 // they measured) unless --allow-dirty, which marks them a smoke run, and it fails,
 // without writing, when a run starts at a 1-minute load average above --max-load: on
 // a machine that busy, a ratio says more about the neighbours than about the
-// controller managers.
+// controller managers. Each run first waits a few minutes at most for the load its
+// predecessor left to decay to --max-load.
 package main
 
 import (
@@ -145,6 +146,7 @@ func main() {
 				PhaseTimeout:    *timeout,
 				LogDir:          filepath.Join(*logDir, fmt.Sprintf("qps%g-round%d", limit.QPS, round)),
 				Logf:            logf,
+				SettleLoad:      *maxLoad,
 			})
 			if err != nil {
 				fail(1, "round %d: %v", round, err)
