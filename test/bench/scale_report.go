@@ -133,9 +133,17 @@ type figure struct {
 	value  func(run *RunResult) (float64, bool)
 }
 
-func (r *ScaleReport) writeSetting(b *strings.Builder, s Settings) {
+// row is one figure of a setting, min–max over its complete rounds.
+type row struct {
+	figure
+	upstream, miniKCM, ratio span
+}
+
+// setting gathers one rate limit setting's rounds: the order and load of each, the
+// rounds that failed, and every figure over the complete ones (none when no round
+// completed).
+func (r *ScaleReport) setting(s Settings) (orders, failed []string, rows []row) {
 	var runs [][2]*RunResult // upstream, mini-kcm of each complete round
-	var loads, orders []string
 	for _, round := range r.Rounds {
 		if round.Settings != s || len(round.Report.Workloads) == 0 {
 			continue
@@ -148,20 +156,40 @@ func (r *ScaleReport) writeSetting(b *strings.Builder, s Settings) {
 		orders = append(orders, fmt.Sprintf("round %d: %s", round.Round, strings.Join(order, ", then ")))
 		up, mini := w.run(Upstream), w.run(MiniKCM)
 		if up == nil || mini == nil || up.Error != "" || mini.Error != "" {
-			loads = append(loads, fmt.Sprintf("round %d failed", round.Round))
+			failed = append(failed, fmt.Sprintf("round %d failed", round.Round))
 			continue
 		}
 		runs = append(runs, [2]*RunResult{up, mini})
 	}
-	fmt.Fprintf(b, "## `--kube-api-qps=%g --kube-api-burst=%d`, %d workers per controller\n\n%s.", s.QPS, s.Burst, s.ConcurrentSyncs, strings.Join(orders, "; "))
-	if len(loads) > 0 {
-		fmt.Fprintf(b, " %s.", strings.Join(loads, "; "))
-	}
-	b.WriteString("\n\n")
 	if len(runs) == 0 {
-		b.WriteString("No complete round.\n\n")
-		return
+		return orders, failed, nil
 	}
+	for _, f := range scaleFigures(runs[0][1].Phases) {
+		rw := row{figure: f}
+		complete := true
+		for _, pair := range runs {
+			u, okU := f.value(pair[0])
+			m, okM := f.value(pair[1])
+			if !okU || !okM {
+				complete = false
+				break
+			}
+			rw.upstream.add(u)
+			rw.miniKCM.add(m)
+			if u > 0 {
+				rw.ratio.add(m / u)
+			}
+		}
+		if complete {
+			rows = append(rows, rw)
+		}
+	}
+	return orders, failed, rows
+}
+
+// scaleFigures are the figures of the report: the whole run's, then four of each phase
+// but the start.
+func scaleFigures(phases []Phase) []figure {
 	whole := func(f func(run *RunResult) float64) func(run *RunResult) (float64, bool) {
 		return func(run *RunResult) (float64, bool) { return f(run), true }
 	}
@@ -173,7 +201,7 @@ func (r *ScaleReport) writeSetting(b *strings.Builder, s Settings) {
 		{"whole run: writes", "%.0f", whole(func(run *RunResult) float64 { return float64(run.Requests.Writes) })},
 		{"whole run: reads", "%.0f", whole(func(run *RunResult) float64 { return float64(run.Requests.Reads) })},
 	}
-	for _, p := range runs[0][1].Phases {
+	for _, p := range phases {
 		if p.Name == "start" {
 			continue
 		}
@@ -196,27 +224,127 @@ func (r *ScaleReport) writeSetting(b *strings.Builder, s Settings) {
 			figure{name + ": reads per object", "%.2f", phase(perObject(func(p *Phase) int { return p.Requests.Reads }))},
 		)
 	}
+	return figures
+}
+
+func (r *ScaleReport) writeSetting(b *strings.Builder, s Settings) {
+	orders, failed, rows := r.setting(s)
+	fmt.Fprintf(b, "## `--kube-api-qps=%g --kube-api-burst=%d`, %d workers per controller\n\n%s.", s.QPS, s.Burst, s.ConcurrentSyncs, strings.Join(orders, "; "))
+	if len(failed) > 0 {
+		fmt.Fprintf(b, " %s.", strings.Join(failed, "; "))
+	}
+	b.WriteString("\n\n")
+	if len(rows) == 0 {
+		b.WriteString("No complete round.\n\n")
+		return
+	}
 	b.WriteString("| figure | upstream | mini-kcm | ratio |\n|---|---|---|---|\n")
-	for _, f := range figures {
-		var up, mini, ratio span
-		complete := true
-		for _, pair := range runs {
-			u, okU := f.value(pair[0])
-			m, okM := f.value(pair[1])
-			if !okU || !okM {
-				complete = false
-				break
-			}
-			up.add(u)
-			mini.add(m)
-			if u > 0 {
-				ratio.add(m / u)
-			}
-		}
-		if !complete {
-			continue
-		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", f.name, up.format(f.format), mini.format(f.format), ratio.format("%.2f"))
+	for _, rw := range rows {
+		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", rw.name, rw.upstream.format(rw.format), rw.miniKCM.format(rw.format), rw.ratio.format("%.2f"))
 	}
 	b.WriteString("\n")
+}
+
+// Headline is what the docs quote of the report: per rate limit setting, one line of
+// the whole run's ratios (mini-kcm / upstream) and the worst phase's convergence
+// ratio, each min–max over the rounds. QuoteScaleHeadlines writes it into the docs,
+// and a test keeps every quote equal to its results file.
+func (r *ScaleReport) Headline() string {
+	var b strings.Builder
+	var settings []Settings
+	for _, round := range r.Rounds {
+		if !slices.Contains(settings, round.Settings) {
+			settings = append(settings, round.Settings)
+		}
+	}
+	pods, cpus := 0, 0
+	if len(r.Rounds) > 0 {
+		sizes := r.Rounds[0].Report.Sizes
+		pods, cpus = sizes.ScaleDeployments*sizes.ScaleReplicas, r.Rounds[0].Report.Machine.CPUs
+	}
+	for _, s := range settings {
+		_, failed, rows := r.setting(s)
+		complete := 0
+		for _, round := range r.Rounds {
+			if round.Settings == s {
+				complete++
+			}
+		}
+		complete -= len(failed)
+		fmt.Fprintf(&b, "- ")
+		if r.Smoke {
+			b.WriteString("**smoke run**, ")
+		}
+		fmt.Fprintf(&b, "%d pods, %d round(s) at %g/%d, %d cores, `%s`, %s: ", pods, complete, s.QPS, s.Burst, cpus, r.commit(), r.Started.UTC().Format("2006-01-02"))
+		if len(rows) == 0 {
+			b.WriteString("no complete round.\n")
+			continue
+		}
+		ratio := func(name string) string {
+			for _, rw := range rows {
+				if rw.name == name {
+					return rw.ratio.format("%.2f") + "×"
+				}
+			}
+			return "–"
+		}
+		var worst *row
+		for i, rw := range rows {
+			if strings.HasSuffix(rw.name, ": converge (s)") && rw.ratio.set && (worst == nil || rw.ratio.hi > worst.ratio.hi) {
+				worst = &rows[i]
+			}
+		}
+		fmt.Fprintf(&b, "mini-kcm's peak RSS is %s kube-controller-manager's (RssAnon %s), its CPU %s, its writes %s",
+			ratio("whole run: peak RSS (MiB)"), ratio("whole run: peak RssAnon (MiB)"), ratio("whole run: CPU (s)"), ratio("whole run: writes"))
+		if worst != nil {
+			fmt.Fprintf(&b, "; its slowest phase against upstream's converges in %s the time (%s)", worst.ratio.format("%.2f")+"×", strings.TrimSuffix(worst.name, ": converge (s)"))
+		}
+		b.WriteString(".\n")
+	}
+	return b.String()
+}
+
+// The docs quote a results file's headline between these markers, the first naming the
+// results JSON by its path from the repository's root.
+const (
+	headlineBegin = "<!-- scale headline: "
+	headlineEnd   = "<!-- end scale headline -->"
+)
+
+// QuoteScaleHeadlines rewrites every quote in doc (between headlineBegin, which names a
+// results JSON relative to root, and headlineEnd) with that results file's Headline. It
+// returns how many quotes it wrote.
+func QuoteScaleHeadlines(doc []byte, root string) ([]byte, int, error) {
+	var out strings.Builder
+	rest := string(doc)
+	quotes := 0
+	for {
+		i := strings.Index(rest, headlineBegin)
+		if i < 0 {
+			out.WriteString(rest)
+			return []byte(out.String()), quotes, nil
+		}
+		lineEnd := strings.Index(rest[i:], "-->")
+		if lineEnd < 0 {
+			return nil, quotes, fmt.Errorf("a %q marker is not closed by -->", headlineBegin)
+		}
+		path := strings.TrimSpace(rest[i+len(headlineBegin) : i+lineEnd])
+		end := strings.Index(rest[i:], headlineEnd)
+		if end < 0 {
+			return nil, quotes, fmt.Errorf("the quote of %s has no %q after it", path, headlineEnd)
+		}
+		data, err := os.ReadFile(filepath.Join(root, path))
+		if err != nil {
+			return nil, quotes, fmt.Errorf("the quote of %s: %w", path, err)
+		}
+		var report ScaleReport
+		if err := json.Unmarshal(data, &report); err != nil {
+			return nil, quotes, fmt.Errorf("the quote of %s: %w", path, err)
+		}
+		out.WriteString(rest[:i+lineEnd+len("-->")])
+		out.WriteString("\n" + report.Headline())
+		out.WriteString(headlineEnd)
+		rest = rest[i+end+len(headlineEnd):]
+		quotes++
+	}
 }

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -28,6 +30,42 @@ func TestScaleReportGivesMinMaxOverRoundsAndRatiosWithinEachRound(t *testing.T) 
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the report lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+// The README and docs/benchmarks.md quote make bench-scale's results as Headline
+// renders them from the checked-in JSON they name, so a quote cannot drift from the
+// figures it quotes, and the README quotes at least one.
+func TestTheDocsQuoteTheScaleResultsAsMeasured(t *testing.T) {
+	root := filepath.Join("..", "..")
+	for _, doc := range []string{"README.md", "docs/benchmarks.md"} {
+		data, err := os.ReadFile(filepath.Join(root, doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		quoted, n, err := QuoteScaleHeadlines(data, root)
+		if err != nil {
+			t.Fatalf("%s: %v", doc, err)
+		}
+		if string(quoted) != string(data) {
+			t.Errorf("%s quotes figures other than its results files': run `go run ./test/bench/cmd/scalebench --render <the results JSON> --name <its name>` (it quotes the docs again)", doc)
+		}
+		if doc == "README.md" && n == 0 {
+			t.Errorf("the README quotes no make bench-scale headline (a %q marker)", headlineBegin)
+		}
+	}
+}
+
+// A quote names its results file; a missing one or an unclosed quote is an error, not
+// a silently kept figure.
+func TestAQuoteOfAMissingResultsFileIsAnError(t *testing.T) {
+	for _, doc := range []string{
+		headlineBegin + "test/bench/results/no-such.json -->\nold\n" + headlineEnd,
+		headlineBegin + "test/bench/results/scale-smoke.json -->\nold\n",
+	} {
+		if _, _, err := QuoteScaleHeadlines([]byte(doc), filepath.Join("..", "..")); err == nil {
+			t.Errorf("quoting %q: no error", doc)
 		}
 	}
 }

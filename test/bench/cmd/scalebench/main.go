@@ -58,7 +58,8 @@ func main() {
 		out        = flag.String("out", "test/bench/results", "directory for the results; empty writes none")
 		name       = flag.String("name", "scale", "base name of the result files (<name>.md and <name>.json)")
 		logDir     = flag.String("log-dir", "", "directory for the logs (default: a new temporary directory)")
-		render     = flag.String("render", "", "render the Markdown of this results JSON again into <out>/<name>.md, and run nothing")
+		render     = flag.String("render", "", "render the Markdown of this results JSON again into <out>/<name>.md, quote the docs again (--docs), and run nothing")
+		docs       = flag.String("docs", "README.md,docs/benchmarks.md", "comma-separated docs whose quotes of results headlines (<!-- scale headline: <results JSON> -->) are rewritten after results are written")
 	)
 	flag.Float64Var(&scale, "scale", scale, "multiplies the number of Deployments; $BENCH_SCALE sets the default")
 	flag.Parse()
@@ -76,6 +77,9 @@ func main() {
 			fail(1, "reading %s: %v", *render, err)
 		}
 		if err := os.WriteFile(filepath.Join(*out, *name+".md"), []byte(report.Markdown()), 0o644); err != nil {
+			fail(1, "%v", err)
+		}
+		if err := quoteDocs(*docs); err != nil {
 			fail(1, "%v", err)
 		}
 		return
@@ -170,10 +174,37 @@ func main() {
 			fail(1, "writing results: %v", err)
 		}
 		logf("results in %s", filepath.Join(*out, *name+".{md,json}"))
+		if err := quoteDocs(*docs); err != nil {
+			fail(1, "%v", err)
+		}
 	}
 	if failed := report.Failed(); len(failed) > 0 {
 		fail(1, "%d run(s) failed:\n  %s", len(failed), strings.Join(failed, "\n  "))
 	}
+}
+
+// quoteDocs rewrites the results headlines the docs (comma-separated paths from the
+// repository's root, the working directory) quote, from the results files they name.
+func quoteDocs(docs string) error {
+	for _, doc := range strings.Split(docs, ",") {
+		if doc = strings.TrimSpace(doc); doc == "" {
+			continue
+		}
+		data, err := os.ReadFile(doc)
+		if err != nil {
+			return err
+		}
+		quoted, n, err := bench.QuoteScaleHeadlines(data, ".")
+		if err != nil {
+			return fmt.Errorf("%s: %w", doc, err)
+		}
+		if n > 0 {
+			if err := os.WriteFile(doc, quoted, 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // treeDirty reports whether the working tree has uncommitted changes (or is not a git
