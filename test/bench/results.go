@@ -70,6 +70,9 @@ type RunResult struct {
 	PeakFileRSSBytes int64 `json:"peakFileRSSBytes,omitempty"`
 	// Requests are all requests of the controller manager in the run.
 	Requests RequestCounts `json:"requests"`
+	// CPUProfile is where the controller manager's CPU went in a profiled window, for
+	// the workloads that profile one (scale).
+	CPUProfile *CPUBreakdown `json:"cpuProfile,omitempty"`
 	// Error is set when the run failed; its phases are then incomplete.
 	Error string `json:"error,omitempty"`
 }

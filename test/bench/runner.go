@@ -182,6 +182,7 @@ func runPhases(ctx context.Context, cfg Config, w workload, impl Implementation,
 	if err != nil {
 		return err
 	}
+	e.logDir = logDir
 	defer e.stopInformers()
 	if w.prepare != nil {
 		if err := w.prepare(ctx, e); err != nil {
@@ -246,6 +247,7 @@ func runPhases(ctx context.Context, cfg Config, w workload, impl Implementation,
 type env struct {
 	cfg    Config
 	cp     *controlplane.ControlPlane
+	logDir string
 	client kubernetes.Interface
 	kcm    *controllerManager
 	run    *RunResult
@@ -443,7 +445,6 @@ func (e *env) finishPhase(ctx context.Context, p *Phase, before processUsage) er
 	return nil
 }
 
-// loadAverage reads the 1, 5 and 15 minute load averages; zeros if unavailable.
 // waitForLoad waits until the 1-minute load average is at most cfg.SettleLoad, for at
 // most loadSettleTimeout; it logs what it waited for.
 func waitForLoad(ctx context.Context, cfg Config) {
@@ -462,6 +463,7 @@ func waitForLoad(ctx context.Context, cfg Config) {
 	cfg.Logf("   load average %.2f after %s", loadAverage()[0], time.Since(start).Round(time.Second))
 }
 
+// loadAverage reads the 1, 5 and 15 minute load averages; zeros if unavailable.
 func loadAverage() [3]float64 {
 	var avg [3]float64
 	data, err := os.ReadFile("/proc/loadavg")

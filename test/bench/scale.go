@@ -62,11 +62,19 @@ func runScale(ctx context.Context, e *env) error {
 		return err
 	}
 	updated := min(scaleRollingUpdates, n)
-	if err := e.phase(ctx, Phase{Name: fmt.Sprintf("rolling update of %d", updated), Objects: updated * r},
-		func(ctx context.Context) error { return updateDeployments(ctx, e, updated, "2") },
+	rolling := fmt.Sprintf("rolling update of %d", updated)
+	// Where the CPU goes, in the phase that spends most of it: a profile of its first
+	// minute, waited for before the next phase so that it sees this one only.
+	var profile func() *CPUBreakdown
+	if err := e.phase(ctx, Phase{Name: rolling, Objects: updated * r},
+		func(ctx context.Context) error {
+			profile = e.startCPUProfile(ctx, fmt.Sprintf("the first %d s of the %s", scaleProfileSeconds, rolling), scaleProfileSeconds)
+			return updateDeployments(ctx, e, updated, "2")
+		},
 		converged(r, all(r), none)); err != nil {
 		return err
 	}
+	e.run.CPUProfile = profile()
 
 	// A third of every Deployment's pods, chosen from the benchmark's cache.
 	third, err := scaleThird(e, n)

@@ -142,8 +142,7 @@ type row struct {
 // setting gathers one rate limit setting's rounds: the order and load of each, the
 // rounds that failed, and every figure over the complete ones (none when no round
 // completed).
-func (r *ScaleReport) setting(s Settings) (orders, failed []string, rows []row) {
-	var runs [][2]*RunResult // upstream, mini-kcm of each complete round
+func (r *ScaleReport) setting(s Settings) (orders, failed []string, runs [][2]*RunResult, rows []row) {
 	for _, round := range r.Rounds {
 		if round.Settings != s || len(round.Report.Workloads) == 0 {
 			continue
@@ -162,7 +161,7 @@ func (r *ScaleReport) setting(s Settings) (orders, failed []string, rows []row) 
 		runs = append(runs, [2]*RunResult{up, mini})
 	}
 	if len(runs) == 0 {
-		return orders, failed, nil
+		return orders, failed, nil, nil
 	}
 	for _, f := range scaleFigures(runs[0][1].Phases) {
 		rw := row{figure: f}
@@ -184,7 +183,7 @@ func (r *ScaleReport) setting(s Settings) (orders, failed []string, rows []row) 
 			rows = append(rows, rw)
 		}
 	}
-	return orders, failed, rows
+	return orders, failed, runs, rows
 }
 
 // scaleFigures are the figures of the report: the whole run's, then four of each phase
@@ -228,7 +227,7 @@ func scaleFigures(phases []Phase) []figure {
 }
 
 func (r *ScaleReport) writeSetting(b *strings.Builder, s Settings) {
-	orders, failed, rows := r.setting(s)
+	orders, failed, runs, rows := r.setting(s)
 	fmt.Fprintf(b, "## `--kube-api-qps=%g --kube-api-burst=%d`, %d workers per controller\n\n%s.", s.QPS, s.Burst, s.ConcurrentSyncs, strings.Join(orders, "; "))
 	if len(failed) > 0 {
 		fmt.Fprintf(b, " %s.", strings.Join(failed, "; "))
@@ -243,6 +242,7 @@ func (r *ScaleReport) writeSetting(b *strings.Builder, s Settings) {
 		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", rw.name, rw.upstream.format(rw.format), rw.miniKCM.format(rw.format), rw.ratio.format("%.2f"))
 	}
 	b.WriteString("\n")
+	writeCPUBreakdown(b, runs)
 }
 
 // Headline is what the docs quote of the report: per rate limit setting, one line of
@@ -263,7 +263,7 @@ func (r *ScaleReport) Headline() string {
 		pods, cpus = sizes.ScaleDeployments*sizes.ScaleReplicas, r.Rounds[0].Report.Machine.CPUs
 	}
 	for _, s := range settings {
-		_, failed, rows := r.setting(s)
+		_, failed, _, rows := r.setting(s)
 		complete := 0
 		for _, round := range r.Rounds {
 			if round.Settings == s {

@@ -69,3 +69,77 @@ func TestAQuoteOfAMissingResultsFileIsAnError(t *testing.T) {
 		}
 	}
 }
+
+// A CPU profile's functions are summed by what spent them: the controllers' own code,
+// client-go, the API objects' decoding, the network, Go's runtime.
+func TestACPUBreakdownSumsFunctionsByWhatSpentThem(t *testing.T) {
+	out := `Duration: 60s, Total samples = 10s (16.67%)
+      flat  flat%   sum%        cum   cum%
+        4s 40.00% 40.00%         5s 50.00%  runtime.mallocgc
+        2s 20.00% 60.00%         2s 20.00%  k8s.io/api/core/v1.(*Pod).Unmarshal
+        1s 10.00% 70.00%         1s 10.00%  crypto/tls.(*Conn).Write
+        1s 10.00% 80.00%         1s 10.00%  k8s.io/client-go/tools/cache.(*threadSafeMap).Update
+        1s 10.00% 90.00%         3s 30.00%  github.com/mini-kcm/mini-kcm/controllers/replicaset.(*Controller).sync
+     0.50s  5.00% 95.00%      0.50s  5.00%  internal/poll.(*FD).Write
+     0.50s  5.00%   100%         2s 20.00%  runtime.gcBgMarkWorker
+`
+	b := breakdownOf(out)
+	want := map[string]float64{
+		cpuGroups[0].name: 1, cpuGroups[1].name: 1, cpuGroups[2].name: 2, cpuGroups[3].name: 1.5, cpuGroups[4].name: 4.5, "other": 0,
+	}
+	if b.Seconds != 10 {
+		t.Errorf("sampled %v s, want 10", b.Seconds)
+	}
+	for _, g := range b.Groups {
+		if g.Seconds != want[g.Package] {
+			t.Errorf("%s: %v s, want %v", g.Package, g.Seconds, want[g.Package])
+		}
+	}
+	if b.Paths[0].Seconds != 2 || b.Paths[1].Seconds != 5 {
+		t.Errorf("paths %+v, want garbage collection 2 s and allocation 5 s", b.Paths)
+	}
+	for pkg, group := range map[string]string{
+		"net/http": cpuGroups[3].name, "netip": "other", "internal/poll": cpuGroups[3].name, "internal/sync": cpuGroups[4].name,
+		"io": cpuGroups[3].name, "iofs": "other", "main": cpuGroups[0].name, "k8s.io/kubernetes/pkg/controller": cpuGroups[0].name,
+	} {
+		if got := groupOf(pkg); got != group {
+			t.Errorf("groupOf(%q) = %q, want %q", pkg, got, group)
+		}
+	}
+}
+
+// The report shows each round's CPU breakdown as min–max shares, beside the figures.
+func TestScaleReportShowsTheCPUBreakdownOverRounds(t *testing.T) {
+	settings := Settings{QPS: 100, Burst: 100, ConcurrentSyncs: 5}
+	profile := func(clientGo, total float64) *CPUBreakdown {
+		b := &CPUBreakdown{Window: "the first 60 s of the rolling update of 10", Seconds: total}
+		for _, g := range cpuGroups {
+			v := 0.0
+			if g.name == cpuGroups[1].name {
+				v = clientGo
+			}
+			b.Groups = append(b.Groups, PackageCPU{Package: g.name, Seconds: v, Percent: 100 * v / total})
+		}
+		return b
+	}
+	run := func(impl Implementation, p *CPUBreakdown) RunResult {
+		return RunResult{Implementation: impl, Settings: settings, CPUProfile: p, Phases: []Phase{{Name: "start"}}}
+	}
+	round := func(n int, runs ...RunResult) ScaleRound {
+		return ScaleRound{Settings: settings, Round: n, Report: &Report{Workloads: []WorkloadResult{{Name: "scale", Runs: runs}}}}
+	}
+	r := &ScaleReport{Rounds: []ScaleRound{
+		round(1, run(Upstream, profile(5, 20)), run(MiniKCM, profile(4, 10))),
+		round(2, run(MiniKCM, profile(3, 10)), run(Upstream, profile(6, 20))),
+	}}
+	md := r.Markdown()
+	for _, want := range []string{
+		"over the first 60 s of the rolling update of 10",
+		"| all sampled CPU | 100% | 100% | 20.0 | 10.0 |",
+		"| " + cpuGroups[1].name + " | 25–30% | 30–40% | 5.0–6.0 | 3.0–4.0 |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q:\n%s", want, md)
+		}
+	}
+}

@@ -1,0 +1,227 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// scaleProfileSeconds is how long the scale workload profiles each controller
+// manager's CPU, from the start of its rolling update: the phase that spends most of
+// it (about 100 s or more at every scale the workload runs), the same window for both.
+const scaleProfileSeconds = 60
+
+// CPUBreakdown is where a controller manager's CPU went in a profiled window: its flat
+// CPU summed by what spent it (cpuGroups), and the garbage collector's and the
+// allocator's cumulative share, from `go tool pprof -top`.
+type CPUBreakdown struct {
+	// Window names the phase the profile started with, and its length.
+	Window string `json:"window"`
+	// Summary is pprof's "Duration: …, Total samples = …" line.
+	Summary string `json:"summary"`
+	// Seconds is the CPU the profile sampled.
+	Seconds float64 `json:"seconds"`
+	// Groups are the flat CPU of each of cpuGroups, in their order.
+	Groups []PackageCPU `json:"groups"`
+	// Paths are the cumulative CPU of the garbage collector and the allocator.
+	Paths []PathCPU `json:"paths"`
+	// Functions are the ten functions with the most flat CPU, as pprof prints them.
+	Functions []string `json:"functions"`
+	// Error is why there is no profile, when there is none.
+	Error string `json:"error,omitempty"`
+}
+
+// cpuGroups sort a profile's functions by what spent their CPU, by the prefixes of
+// their packages; the first group a package matches is its group. The controllers'
+// own code is mini-kcm's or kube-controller-manager's; everything below it is shared
+// by both: client-go, the API types' decoding and encoding, the network stack, Go's
+// runtime.
+var cpuGroups = []struct {
+	name     string
+	prefixes []string
+}{
+	{"controllers and their manager (mini-kcm's, kube-controller-manager's, k8s.io/endpointslice)", []string{
+		"github.com/mini-kcm/", "k8s.io/kubernetes/", "k8s.io/endpointslice", "k8s.io/controller-manager", "main"}},
+	{"client-go (informers, caches, queues, REST client, rate limiter)", []string{"k8s.io/client-go/"}},
+	{"API objects: decoding, encoding, copying (k8s.io/apimachinery, k8s.io/api, protobuf, JSON, reflect)", []string{
+		"k8s.io/apimachinery/", "k8s.io/api/", "google.golang.org/protobuf", "github.com/gogo/protobuf", "github.com/golang/protobuf",
+		"encoding/", "sigs.k8s.io/", "reflect", "strconv", "unicode", "bytes", "strings", "sort", "slices", "maps", "fmt"}},
+	{"network: TLS, HTTP/2, sockets", []string{
+		"crypto/", "vendor/golang.org/x/crypto", "golang.org/x/crypto", "net", "golang.org/x/net/", "vendor/golang.org/x/net",
+		"internal/poll", "syscall", "bufio", "io", "os"}},
+	{"Go runtime: garbage collection, allocation, scheduling, maps", []string{"runtime", "internal/", "sync", "time", "weak", "unique"}},
+}
+
+// cpuPaths name the functions whose cumulative CPU a breakdown shows.
+var cpuPaths = []struct{ name, function string }{
+	{"garbage collection (background marking)", "runtime.gcBgMarkWorker"},
+	{"allocation", "runtime.mallocgc"},
+}
+
+// groupOf returns the name of package pkg's group in cpuGroups, or "other".
+func groupOf(pkg string) string {
+	for _, g := range cpuGroups {
+		for _, prefix := range g.prefixes {
+			if pkg == prefix || strings.HasPrefix(pkg, prefix) && (strings.HasSuffix(prefix, "/") || pkg[len(prefix)] == '/' || pkg[len(prefix)] == '.') {
+				return g.name
+			}
+		}
+	}
+	return "other"
+}
+
+// startCPUProfile starts a CPU profile of the run's controller manager over seconds
+// from now, through its /debug/pprof (which the benchmark's controller managers allow
+// without credentials). The returned function waits for the profile, keeps it in the
+// run's log directory and summarises it; it never fails the run, a profile that could
+// not be taken says why in its Error.
+func (e *env) startCPUProfile(ctx context.Context, window string, seconds int) func() *CPUBreakdown {
+	done := make(chan *CPUBreakdown, 1)
+	go func() {
+		b, err := e.profileCPU(ctx, window, seconds)
+		if err != nil {
+			b = &CPUBreakdown{Window: window, Error: err.Error()}
+		}
+		done <- b
+	}()
+	return func() *CPUBreakdown { return <-done }
+}
+
+func (e *env) profileCPU(ctx context.Context, window string, seconds int) (*CPUBreakdown, error) {
+	if e.kcm.debugURL == "" {
+		return nil, fmt.Errorf("%s serves no /debug/pprof", e.kcm.impl)
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(seconds)*time.Second+time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%sprofile?seconds=%d", e.kcm.debugURL, seconds), nil)
+	if err != nil {
+		return nil, err
+	}
+	client, err := e.cp.ScrapeClient("bench-profiler")
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %sprofile: status %d", e.kcm.debugURL, resp.StatusCode)
+	}
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(e.logDir, string(e.kcm.impl)+"-cpu.pprof")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return nil, err
+	}
+	out, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=100000", path).Output()
+	if err != nil {
+		return nil, fmt.Errorf("go tool pprof -top %s: %w", path, err)
+	}
+	b := breakdownOf(string(out))
+	b.Window = window
+	return b, nil
+}
+
+// breakdownOf reads `go tool pprof -top` output into a CPUBreakdown.
+func breakdownOf(out string) *CPUBreakdown {
+	top := parsePprofTop(out, 10, 1<<30)
+	b := &CPUBreakdown{Summary: top.Summary, Functions: top.Functions}
+	byGroup := map[string]float64{}
+	for _, p := range top.Packages {
+		byGroup[groupOf(p.Package)] += p.Seconds
+		b.Seconds += p.Seconds
+	}
+	names := []string{}
+	for _, g := range cpuGroups {
+		names = append(names, g.name)
+	}
+	for _, g := range append(names, "other") {
+		b.Groups = append(b.Groups, PackageCPU{Package: g, Seconds: byGroup[g], Percent: 100 * byGroup[g] / max(b.Seconds, 1e-9)})
+	}
+	cum := cumulativeOf(out)
+	for _, p := range cpuPaths {
+		b.Paths = append(b.Paths, PathCPU{Path: p.name, Seconds: cum[p.function], Percent: 100 * cum[p.function] / max(b.Seconds, 1e-9)})
+	}
+	return b
+}
+
+// cumulativeOf maps each function of `go tool pprof -top` output to its cumulative CPU
+// in seconds.
+func cumulativeOf(out string) map[string]float64 {
+	cum := map[string]float64{}
+	for line := range strings.SplitSeq(out, "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 6 {
+			continue
+		}
+		d, err := time.ParseDuration(fields[3])
+		if err != nil {
+			continue
+		}
+		cum[strings.Join(fields[5:], " ")] = d.Seconds()
+	}
+	return cum
+}
+
+// writeCPUBreakdown renders, for one rate limit setting, where each controller
+// manager's CPU went in the profiled window: each group's share, min–max over the
+// rounds.
+func writeCPUBreakdown(b *strings.Builder, runs [][2]*RunResult) {
+	var profiled [][2]*CPUBreakdown
+	window := ""
+	for _, pair := range runs {
+		up, mini := pair[0].CPUProfile, pair[1].CPUProfile
+		if up == nil || mini == nil || up.Error != "" || mini.Error != "" {
+			continue
+		}
+		profiled = append(profiled, [2]*CPUBreakdown{up, mini})
+		window = mini.Window
+	}
+	if len(profiled) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "Where the CPU went: a CPU profile of each controller manager over %s, flat CPU by what spent it (share of the profile's samples; min–max over %d round(s)).\n\n", window, len(profiled))
+	b.WriteString("| spent in | upstream | mini-kcm | upstream (s) | mini-kcm (s) |\n|---|---|---|---|---|\n")
+	rows := map[string]*[4]span{}
+	var order []string
+	add := func(name string, up, mini float64, upPct, miniPct float64) {
+		r, ok := rows[name]
+		if !ok {
+			r = &[4]span{}
+			rows[name] = r
+			order = append(order, name)
+		}
+		r[0].add(upPct)
+		r[1].add(miniPct)
+		r[2].add(up)
+		r[3].add(mini)
+	}
+	for _, pair := range profiled {
+		add("all sampled CPU", pair[0].Seconds, pair[1].Seconds, 100, 100)
+		for i, g := range pair[1].Groups {
+			if i < len(pair[0].Groups) {
+				add(g.Package, pair[0].Groups[i].Seconds, g.Seconds, pair[0].Groups[i].Percent, g.Percent)
+			}
+		}
+		for i, p := range pair[1].Paths {
+			if i < len(pair[0].Paths) {
+				add("of which, cumulative: "+p.Path, pair[0].Paths[i].Seconds, p.Seconds, pair[0].Paths[i].Percent, p.Percent)
+			}
+		}
+	}
+	for _, name := range order {
+		r := rows[name]
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", name, r[0].format("%.0f")+"%", r[1].format("%.0f")+"%", r[2].format("%.1f"), r[3].format("%.1f"))
+	}
+	b.WriteString("\n")
+}
