@@ -2,8 +2,13 @@ package cacheintern
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
+	"runtime"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	v1 "k8s.io/api/core/v1"
@@ -117,7 +122,7 @@ func TestDeepCopyOfAnInternedPodSharesNothing(t *testing.T) {
 	}
 }
 
-// A table that reaches its bound starts again; pods keep what they were given.
+// A generation that reaches its bound ends; pods keep what they were given.
 func TestAFullTableStartsAgain(t *testing.T) {
 	in := New()
 	var pods []*v1.Pod
@@ -126,14 +131,73 @@ func TestAFullTableStartsAgain(t *testing.T) {
 		in.Pod(pod)
 		pods = append(pods, pod)
 	}
-	if n := len(in.labels.m); n > maxEntries {
-		t.Errorf("the labels table holds %d entries, more than %d", n, maxEntries)
+	if n := len(in.labels.young); n > maxEntries {
+		t.Errorf("the labels table's young generation holds %d entries, more than %d", n, maxEntries)
+	}
+	if n := in.labels.len(); n > 2*maxEntries {
+		t.Errorf("the labels table holds %d entries, more than two generations of %d", n, maxEntries)
 	}
 	for i, pod := range pods {
 		if pod.Labels["n"] != fmt.Sprint(i) {
 			t.Fatalf("pod %d has labels %v", i, pod.Labels)
 		}
 	}
+}
+
+// Owners and templates that are gone (every finished Job, every replaced ReplicaSet)
+// leave the tables after two generations, while a ReplicaSet whose pods keep coming
+// stays shared across them.
+func TestChurnedOwnersAreForgotten(t *testing.T) {
+	in := New()
+	now := time.Now()
+	in.now = func() time.Time { return now }
+	const churned = 5000
+	runtime.GC()
+	var before, filled, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	live := replicaSetPod("live", 0)
+	in.Pod(live)
+	for r := range churned {
+		for i := range 2 {
+			in.Pod(replicaSetPod(fmt.Sprintf("gone-%05d", r), i))
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&filled)
+	if n := in.owners.len(); n != churned+1 {
+		t.Fatalf("the owners table holds %d entries after %d ReplicaSets, want %d", n, churned, churned+1)
+	}
+	var pods []*v1.Pod
+	for g := 1; g <= 2; g++ {
+		now = now.Add(generation)
+		for i := range agingCheck {
+			pod := replicaSetPod("live", g*agingCheck+i)
+			in.Pod(pod)
+			pods = append(pods, pod)
+		}
+	}
+	pods = []*v1.Pod{pods[agingCheck-1], pods[len(pods)-1]}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	remembered := func(name string, young, old []string) {
+		t.Helper()
+		for _, key := range append(young, old...) {
+			if strings.Contains(key, "gone-") {
+				t.Errorf("the %s table remembers %q two generations after its ReplicaSet went", name, key)
+				return
+			}
+		}
+	}
+	remembered("strings", slices.Collect(maps.Keys(in.strings.young)), slices.Collect(maps.Keys(in.strings.old)))
+	remembered("labels", slices.Collect(maps.Keys(in.labels.young)), slices.Collect(maps.Keys(in.labels.old)))
+	remembered("owners", slices.Collect(maps.Keys(in.owners.young)), slices.Collect(maps.Keys(in.owners.old)))
+	if reflect.ValueOf(pods[0].Labels).UnsafePointer() != reflect.ValueOf(pods[1].Labels).UnsafePointer() ||
+		reflect.ValueOf(live.Labels).UnsafePointer() != reflect.ValueOf(pods[1].Labels).UnsafePointer() {
+		t.Error("the labels of a ReplicaSet interned in every generation are not shared across them")
+	}
+	t.Logf("%d ReplicaSets of 2 pods: the tables held %.1f MB; two generations later, %.1f MB",
+		churned, float64(int64(filled.HeapAlloc)-int64(before.HeapAlloc))/1e6, float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/1e6)
+	runtime.KeepAlive(in)
 }
 
 // BenchmarkInternPod interns a trimmed pod of a ReplicaSet seen before, the common
