@@ -79,10 +79,11 @@ func (s span) format(f string) string {
 	if !s.set {
 		return "–"
 	}
-	if s.lo == s.hi {
-		return fmt.Sprintf(f, s.lo)
+	lo, hi := fmt.Sprintf(f, s.lo), fmt.Sprintf(f, s.hi)
+	if lo == hi {
+		return lo
 	}
-	return fmt.Sprintf(f+"–"+f, s.lo, s.hi)
+	return lo + "–" + hi
 }
 
 // Markdown renders the report: per rate limit setting, a table of every figure as
@@ -275,7 +276,11 @@ func (r *ScaleReport) Headline() string {
 		if r.Smoke {
 			b.WriteString("**smoke run**, ")
 		}
-		fmt.Fprintf(&b, "%d pods, %d round(s) at %g/%d, %d cores, `%s`, %s: ", pods, complete, s.QPS, s.Burst, cpus, r.commit(), r.Started.UTC().Format("2006-01-02"))
+		rounds := "rounds"
+		if complete == 1 {
+			rounds = "round"
+		}
+		fmt.Fprintf(&b, "%d pods, %d %s at %g/%d, %d cores, `%s`, %s: ", pods, complete, rounds, s.QPS, s.Burst, cpus, r.commit(), r.Started.UTC().Format("2006-01-02"))
 		if len(rows) == 0 {
 			b.WriteString("no complete round.\n")
 			continue
@@ -297,7 +302,8 @@ func (r *ScaleReport) Headline() string {
 		fmt.Fprintf(&b, "mini-kcm's peak RSS is %s kube-controller-manager's (RssAnon %s), its CPU %s, its writes %s",
 			ratio("whole run: peak RSS (MiB)"), ratio("whole run: peak RssAnon (MiB)"), ratio("whole run: CPU (s)"), ratio("whole run: writes"))
 		if worst != nil {
-			fmt.Fprintf(&b, "; its slowest phase against upstream's converges in %s the time (%s)", worst.ratio.format("%.2f")+"×", strings.TrimSuffix(worst.name, ": converge (s)"))
+			fmt.Fprintf(&b, "; its slowest phase against upstream's converges in %s the time (%s: %s s against %s s)", worst.ratio.format("%.2f")+"×",
+				strings.TrimSuffix(worst.name, ": converge (s)"), worst.miniKCM.format(worst.format), worst.upstream.format(worst.format))
 		}
 		b.WriteString(".\n")
 	}
