@@ -260,8 +260,9 @@ bench-shards: build ## Sharded replicas against one leader (issue #17): pods cac
 # Not part of bench: the scale workload of issue 33 (100 Deployments of 300 replicas over
 # KWOK nodes, a Service each), both controller managers on fresh control planes, two
 # rounds in alternating order, at upstream's scalability rate limit (100/100) and at the
-# defaults (20/30). Hours at 30 000 pods on a 2-core machine; BENCH_SCALE=0.05 (1 500
-# pods) and BENCH_SCALE_FLAGS='--rounds 1 --rate-limits 100/100' make it a smoke run.
+# defaults (20/30). Hours at 30 000 pods on a 2-core machine; BENCH_SCALE=0.1 (3 000
+# pods) and BENCH_SCALE_FLAGS='--rate-limits 100/100' take 20 minutes (docs/benchmarks.md
+# lists the runs checked in and their commands).
 .PHONY: bench-scale
 bench-scale: build ## Side-by-side at 30 000 pods (issue 33): rounds, alternating order, min–max (hours; BENCH_SCALE=N multiplies the Deployments).
 	@hack/build-control-plane.sh >/dev/null
