@@ -86,6 +86,7 @@ func (e *env) startCPUProfile(ctx context.Context, window string, seconds int) f
 	go func() {
 		b, err := e.profileCPU(ctx, window, seconds)
 		if err != nil {
+			e.cfg.Logf("   profiling %s's CPU: %v", e.kcm.impl, err)
 			b = &CPUBreakdown{Window: window, Error: err.Error()}
 		}
 		done <- b
@@ -107,6 +108,8 @@ func (e *env) profileCPU(ctx context.Context, window string, seconds int) (*CPUB
 	if err != nil {
 		return nil, err
 	}
+	// The scrape client's 10 s timeout is far shorter than the profile; ctx bounds it.
+	client.Timeout = 0
 	resp, err := client.Do(req)
 	if err != nil {
 		return nil, err
@@ -178,14 +181,22 @@ func cumulativeOf(out string) map[string]float64 {
 // rounds.
 func writeCPUBreakdown(b *strings.Builder, runs [][2]*RunResult) {
 	var profiled [][2]*CPUBreakdown
+	var failed []string
 	window := ""
 	for _, pair := range runs {
 		up, mini := pair[0].CPUProfile, pair[1].CPUProfile
-		if up == nil || mini == nil || up.Error != "" || mini.Error != "" {
+		if up == nil || mini == nil {
+			continue
+		}
+		if up.Error != "" || mini.Error != "" {
+			failed = append(failed, strings.TrimSpace(up.Error+" "+mini.Error))
 			continue
 		}
 		profiled = append(profiled, [2]*CPUBreakdown{up, mini})
 		window = mini.Window
+	}
+	for _, f := range failed {
+		fmt.Fprintf(b, "A round's CPU profile failed: %s\n\n", f)
 	}
 	if len(profiled) == 0 {
 		return
