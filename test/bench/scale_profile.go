@@ -151,29 +151,11 @@ func breakdownOf(out string) *CPUBreakdown {
 	for _, g := range append(names, "other") {
 		b.Groups = append(b.Groups, PackageCPU{Package: g, Seconds: byGroup[g], Percent: 100 * byGroup[g] / max(b.Seconds, 1e-9)})
 	}
-	cum := cumulativeOf(out)
 	for _, p := range cpuPaths {
-		b.Paths = append(b.Paths, PathCPU{Path: p.name, Seconds: cum[p.function], Percent: 100 * cum[p.function] / max(b.Seconds, 1e-9)})
+		cum := top.cumulative[p.function]
+		b.Paths = append(b.Paths, PathCPU{Path: p.name, Seconds: cum, Percent: 100 * cum / max(b.Seconds, 1e-9)})
 	}
 	return b
-}
-
-// cumulativeOf maps each function of `go tool pprof -top` output to its cumulative CPU
-// in seconds.
-func cumulativeOf(out string) map[string]float64 {
-	cum := map[string]float64{}
-	for line := range strings.SplitSeq(out, "\n") {
-		fields := strings.Fields(line)
-		if len(fields) < 6 {
-			continue
-		}
-		d, err := time.ParseDuration(fields[3])
-		if err != nil {
-			continue
-		}
-		cum[strings.Join(fields[5:], " ")] = d.Seconds()
-	}
-	return cum
 }
 
 // writeCPUBreakdown renders, for one rate limit setting, where each controller

@@ -37,6 +37,8 @@ type ProfileTop struct {
 	// apiserver's work goes (cum, so they overlap: allocation happens inside storage
 	// updates), in the order of profilePaths.
 	Paths []PathCPU `json:"paths"`
+	// cumulative maps every function of the profile to its cumulative CPU in seconds.
+	cumulative map[string]float64
 }
 
 // PathCPU is the CPU spent in one function and everything it called.
@@ -139,6 +141,7 @@ func parsePprofTop(out string, functions, packages int) *ProfileTop {
 	}
 	slices.SortFunc(top.Packages, func(a, b PackageCPU) int { return cmp.Compare(b.Seconds, a.Seconds) })
 	top.Packages = top.Packages[:min(packages, len(top.Packages))]
+	top.cumulative = pathCum
 	for _, p := range profilePaths {
 		if seconds, ok := pathCum[p.function]; ok {
 			top.Paths = append(top.Paths, PathCPU{Path: p.name, Seconds: seconds, Percent: 100 * seconds / max(total, 1e-9)})
