@@ -59,6 +59,7 @@ func main() {
 		name       = flag.String("name", "scale", "base name of the result files (<name>.md and <name>.json)")
 		logDir     = flag.String("log-dir", "", "directory for the logs (default: a new temporary directory)")
 		render     = flag.String("render", "", "render the Markdown of this results JSON again into <out>/<name>.md, quote the docs again (--docs), and run nothing")
+		reprofile  = flag.String("reprofile", "", "with --render: summarise the CPU profiles kept in this log directory of the rendered run again, into its JSON, before rendering")
 		docs       = flag.String("docs", "README.md,docs/benchmarks.md", "comma-separated docs whose quotes of results headlines (<!-- scale headline: <results JSON> -->) are rewritten after results are written")
 	)
 	flag.Float64Var(&scale, "scale", scale, "multiplies the number of Deployments; $BENCH_SCALE sets the default")
@@ -75,6 +76,14 @@ func main() {
 		var report bench.ScaleReport
 		if err := json.Unmarshal(data, &report); err != nil {
 			fail(1, "reading %s: %v", *render, err)
+		}
+		if *reprofile != "" {
+			if err := summariseAgain(&report, *reprofile); err != nil {
+				fail(1, "--reprofile: %v", err)
+			}
+			if err := report.WriteFiles(filepath.Dir(*render), strings.TrimSuffix(filepath.Base(*render), ".json")); err != nil {
+				fail(1, "%v", err)
+			}
 		}
 		if err := os.WriteFile(filepath.Join(*out, *name+".md"), []byte(report.Markdown()), 0o644); err != nil {
 			fail(1, "%v", err)
@@ -148,7 +157,7 @@ func main() {
 				Nodes:           *nodes,
 				Workloads:       []string{"scale"},
 				PhaseTimeout:    *timeout,
-				LogDir:          filepath.Join(*logDir, fmt.Sprintf("qps%g-round%d", limit.QPS, round)),
+				LogDir:          roundLogDir(*logDir, limit, round),
 				Logf:            logf,
 				SettleLoad:      *maxLoad,
 			})
@@ -181,6 +190,33 @@ func main() {
 	if failed := report.Failed(); len(failed) > 0 {
 		fail(1, "%d run(s) failed:\n  %s", len(failed), strings.Join(failed, "\n  "))
 	}
+}
+
+// roundLogDir is the log directory of one round at one rate limit setting.
+func roundLogDir(logDir string, limit bench.Settings, round int) string {
+	return filepath.Join(logDir, fmt.Sprintf("qps%g-round%d", limit.QPS, round))
+}
+
+// summariseAgain replaces every run's CPU breakdown with one made from the profile the
+// run kept in logDir, the log directory of the run that wrote report.
+func summariseAgain(report *bench.ScaleReport, logDir string) error {
+	for _, round := range report.Rounds {
+		for _, w := range round.Report.Workloads {
+			for i := range w.Runs {
+				run := &w.Runs[i]
+				if run.CPUProfile == nil || run.CPUProfile.Error != "" {
+					continue
+				}
+				path := bench.CPUProfilePath(filepath.Join(roundLogDir(logDir, round.Settings, round.Round), w.Name+"-"+string(run.Implementation)), run.Implementation)
+				b, err := bench.BreakdownOfProfile(context.Background(), path, run.CPUProfile.Window)
+				if err != nil {
+					return err
+				}
+				run.CPUProfile = b
+			}
+		}
+	}
+	return nil
 }
 
 // quoteDocs rewrites the results headlines the docs (comma-separated paths from the
