@@ -261,3 +261,37 @@ func writeCPUBreakdown(b *strings.Builder, runs [][2]*RunResult) {
 	}
 	b.WriteString("\n")
 }
+
+// biggestSpender is the controller whose syncs took the most of mini-kcm's profiled
+// CPU (the largest of cpuRoots naming a controller), with its share of each controller
+// manager's profile over the rounds.
+func biggestSpender(runs [][2]*RunResult) (name string, mini, up span, ok bool) {
+	best := -1.0
+	for _, pair := range runs {
+		u, m := pair[0].CPUProfile, pair[1].CPUProfile
+		if u == nil || m == nil || u.Error != "" || m.Error != "" {
+			continue
+		}
+		for _, p := range m.Paths {
+			if strings.HasSuffix(p.Path, "syncs") && p.Seconds > best {
+				best, name = p.Seconds, p.Path
+			}
+		}
+	}
+	if name == "" {
+		return "", span{}, span{}, false
+	}
+	for _, pair := range runs {
+		u, m := pair[0].CPUProfile, pair[1].CPUProfile
+		if u == nil || m == nil || u.Error != "" || m.Error != "" {
+			continue
+		}
+		for i, p := range m.Paths {
+			if p.Path == name && i < len(u.Paths) {
+				mini.add(p.Percent)
+				up.add(u.Paths[i].Percent)
+			}
+		}
+	}
+	return name, mini, up, true
+}

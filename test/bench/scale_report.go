@@ -264,7 +264,7 @@ func (r *ScaleReport) Headline() string {
 		pods, cpus = sizes.ScaleDeployments*sizes.ScaleReplicas, r.Rounds[0].Report.Machine.CPUs
 	}
 	for _, s := range settings {
-		_, failed, _, rows := r.setting(s)
+		_, failed, runs, rows := r.setting(s)
 		complete := 0
 		for _, round := range r.Rounds {
 			if round.Settings == s {
@@ -304,6 +304,10 @@ func (r *ScaleReport) Headline() string {
 		if worst != nil {
 			fmt.Fprintf(&b, "; its slowest phase against upstream's converges in %s the time (%s: %s s against %s s)", worst.ratio.format("%.2f")+"×",
 				strings.TrimSuffix(worst.name, ": converge (s)"), worst.miniKCM.format(worst.format), worst.upstream.format(worst.format))
+		}
+		if name, mini, up, ok := biggestSpender(runs); ok {
+			fmt.Fprintf(&b, "; in the profiled minute, the biggest spender is the %s: %s of mini-kcm's CPU, %s of upstream's",
+				name, mini.format("%.0f")+"%", up.format("%.0f")+"%")
 		}
 		b.WriteString(".\n")
 	}
