@@ -15,6 +15,7 @@ import (
 	"bytes"
 	"cmp"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -120,14 +121,16 @@ func Repack(subsets []v1.EndpointSubset) []v1.EndpointSubset {
 	// Ports served by exactly the same addresses, with the same readiness, share a subset.
 	type group struct {
 		ready map[addressKey]bool
+		keys  []addressKey // ready's keys in order
 		ports []v1.EndpointPort
 	}
 	groups := map[string]*group{}
 	for _, pa := range byPort {
-		key := addressSetKey(pa.ready)
+		keys := sortedKeys(pa.ready)
+		key := addressSetKey(keys, pa.ready)
 		g := groups[key]
 		if g == nil {
-			g = &group{ready: pa.ready}
+			g = &group{ready: pa.ready, keys: keys}
 			groups[key] = g
 		}
 		if pa.port.Port > 0 {
@@ -140,7 +143,10 @@ func Repack(subsets []v1.EndpointSubset) []v1.EndpointSubset {
 		// Nil (not empty) slices where a list has no entries: the sort hash below sees
 		// the difference, and upstream produces nil here.
 		var ready, notReady []v1.EndpointAddress
-		for key, isReady := range g.ready {
+		// In Sort's order already (keys are unique, and a missing targetRef is UID ""),
+		// so that its stable sort below finds nothing to move.
+		for _, key := range g.keys {
+			isReady := g.ready[key]
 			addr := *addresses[key].DeepCopy()
 			if isReady {
 				ready = append(ready, addr)
@@ -153,27 +159,35 @@ func Repack(subsets []v1.EndpointSubset) []v1.EndpointSubset {
 	return Sort(result)
 }
 
-// addressSetKey encodes a set of addresses with their readiness as a string that is equal
-// for equal sets. Quoting keeps the encoding unambiguous whatever the IPs and UIDs hold.
-func addressSetKey(set map[addressKey]bool) string {
-	keys := make([]addressKey, 0, len(set))
-	for key := range set {
-		keys = append(keys, key)
-	}
-	slices.SortFunc(keys, func(a, b addressKey) int {
+// sortedKeys returns the keys of set by IP, then pod UID.
+func sortedKeys(set map[addressKey]bool) []addressKey {
+	return slices.SortedFunc(maps.Keys(set), func(a, b addressKey) int {
 		return cmp.Or(strings.Compare(a.ip, b.ip), strings.Compare(string(a.uid), string(b.uid)))
 	})
-	var b strings.Builder
+}
+
+// addressSetKey encodes a set of addresses with their readiness, given its keys in
+// order, as a string that is equal for equal sets. Each IP and UID is written after
+// its length, which keeps the encoding unambiguous whatever they hold (strconv.Quote
+// did the same at twice the cost).
+func addressSetKey(keys []addressKey, set map[addressKey]bool) string {
+	size := 0
 	for _, key := range keys {
-		b.WriteString(strconv.Quote(key.ip))
-		b.WriteString(strconv.Quote(string(key.uid)))
+		size += len(key.ip) + len(key.uid) + 8
+	}
+	b := make([]byte, 0, size)
+	for _, key := range keys {
+		b = strconv.AppendInt(b, int64(len(key.ip)), 10)
+		b = append(append(b, ':'), key.ip...)
+		b = strconv.AppendInt(b, int64(len(key.uid)), 10)
+		b = append(append(b, ':'), key.uid...)
 		if set[key] {
-			b.WriteByte('r')
+			b = append(b, 'r')
 		} else {
-			b.WriteByte('n')
+			b = append(b, 'n')
 		}
 	}
-	return b.String()
+	return string(b)
 }
 
 // Sort sorts subsets in place into upstream's canonical order and returns them: addresses
@@ -192,7 +206,7 @@ func Sort(subsets []v1.EndpointSubset) []v1.EndpointSubset {
 
 // compareAddresses orders addresses like upstream's LessEndpointAddress.
 func compareAddresses(a, b v1.EndpointAddress) int {
-	if c := bytes.Compare([]byte(a.IP), []byte(b.IP)); c != 0 {
+	if c := strings.Compare(a.IP, b.IP); c != 0 { // byte order, as bytes.Compare
 		return c
 	}
 	switch {
