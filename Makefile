@@ -242,6 +242,9 @@ test-kind: build ## deploy/kind/demo.sh under kind with podman, from a node imag
 bench: build ## Side-by-side benchmarks against upstream kube-controller-manager (~12 min; BENCH_SCALE=N for more).
 	@hack/build-control-plane.sh >/dev/null
 	$(GO) test -run '^$$' -bench . -benchmem ./test/bench/micro/
+	@# The hot paths benchmarked beside their code: interning a cached pod, repacking a
+	@# 300-pod Service's Endpoints.
+	$(GO) test -run '^$$' -bench . -benchmem ./caches/cacheintern/ ./controllers/endpoints/subsets/
 	@# What the shard coordinator's weighing costs the apiserver at 30 000 pods (~2 min).
 	$(GO) test -run '^$$' -bench WeighingThePods -benchtime 5x ./test/bench/
 	@# Every workload at upstream's default rate limit (20/30), and the Endpoints workload
