@@ -137,6 +137,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return report, nil
 }
 
+// RunLogDir is where a run of workload under impl keeps its logs, in a Config's LogDir.
+func RunLogDir(logDir, workload string, impl Implementation) string {
+	return filepath.Join(logDir, workload+"-"+string(impl))
+}
+
 // runWorkload runs one workload under one implementation on a fresh control plane.
 func runWorkload(ctx context.Context, cfg Config, w workload, impl Implementation) RunResult {
 	settings := cfg.Settings
@@ -155,7 +160,7 @@ func runWorkload(ctx context.Context, cfg Config, w workload, impl Implementatio
 }
 
 func runPhases(ctx context.Context, cfg Config, w workload, impl Implementation, run *RunResult) error {
-	logDir := filepath.Join(cfg.LogDir, w.name+"-"+string(impl))
+	logDir := RunLogDir(cfg.LogDir, w.name, impl)
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return err
 	}

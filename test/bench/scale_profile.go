@@ -204,27 +204,14 @@ func breakdownOf(out string) *CPUBreakdown {
 // manager's CPU went in the profiled window: each group's share, min–max over the
 // rounds.
 func writeCPUBreakdown(b *strings.Builder, runs [][2]*RunResult) {
-	var profiled [][2]*CPUBreakdown
-	var failed []string
-	window := ""
-	for _, pair := range runs {
-		up, mini := pair[0].CPUProfile, pair[1].CPUProfile
-		if up == nil || mini == nil {
-			continue
-		}
-		if up.Error != "" || mini.Error != "" {
-			failed = append(failed, strings.TrimSpace(up.Error+" "+mini.Error))
-			continue
-		}
-		profiled = append(profiled, [2]*CPUBreakdown{up, mini})
-		window = mini.Window
-	}
+	profiled, failed := profiledRounds(runs)
 	for _, f := range failed {
 		fmt.Fprintf(b, "A round's CPU profile failed: %s\n\n", f)
 	}
 	if len(profiled) == 0 {
 		return
 	}
+	window := profiled[len(profiled)-1][1].Window
 	fmt.Fprintf(b, "Where the CPU went: a CPU profile of each controller manager over %s (share of the profile's samples, and seconds; min–max over %d round(s)): "+
 		"first the CPU each group of packages spent itself (flat), then the CPU spent in and under each controller's syncs, the informers' decoding and the runtime's collector and allocator (cumulative, so these overlap).\n\n", window, len(profiled))
 	b.WriteString("| spent in | upstream | mini-kcm | upstream (s) | mini-kcm (s) |\n|---|---|---|---|---|\n")
@@ -262,17 +249,31 @@ func writeCPUBreakdown(b *strings.Builder, runs [][2]*RunResult) {
 	b.WriteString("\n")
 }
 
+// profiledRounds returns the CPU breakdowns (upstream's, mini-kcm's) of the complete
+// rounds where both profiles were taken, and why each round's failed, where one did.
+func profiledRounds(runs [][2]*RunResult) (profiled [][2]*CPUBreakdown, failed []string) {
+	for _, pair := range runs {
+		up, mini := pair[0].CPUProfile, pair[1].CPUProfile
+		if up == nil || mini == nil {
+			continue
+		}
+		if up.Error != "" || mini.Error != "" {
+			failed = append(failed, strings.TrimSpace(up.Error+" "+mini.Error))
+			continue
+		}
+		profiled = append(profiled, [2]*CPUBreakdown{up, mini})
+	}
+	return profiled, failed
+}
+
 // biggestSpender is the controller whose syncs took the most of mini-kcm's profiled
 // CPU (the largest of cpuRoots naming a controller), with its share of each controller
 // manager's profile over the rounds.
 func biggestSpender(runs [][2]*RunResult) (name string, mini, up span, ok bool) {
+	profiled, _ := profiledRounds(runs)
 	best := -1.0
-	for _, pair := range runs {
-		u, m := pair[0].CPUProfile, pair[1].CPUProfile
-		if u == nil || m == nil || u.Error != "" || m.Error != "" {
-			continue
-		}
-		for _, p := range m.Paths {
+	for _, pair := range profiled {
+		for _, p := range pair[1].Paths {
 			if strings.HasSuffix(p.Path, "syncs") && p.Seconds > best {
 				best, name = p.Seconds, p.Path
 			}
@@ -281,15 +282,11 @@ func biggestSpender(runs [][2]*RunResult) (name string, mini, up span, ok bool) 
 	if name == "" {
 		return "", span{}, span{}, false
 	}
-	for _, pair := range runs {
-		u, m := pair[0].CPUProfile, pair[1].CPUProfile
-		if u == nil || m == nil || u.Error != "" || m.Error != "" {
-			continue
-		}
-		for i, p := range m.Paths {
-			if p.Path == name && i < len(u.Paths) {
+	for _, pair := range profiled {
+		for i, p := range pair[1].Paths {
+			if p.Path == name && i < len(pair[0].Paths) {
 				mini.add(p.Percent)
-				up.add(u.Paths[i].Percent)
+				up.add(pair[0].Paths[i].Percent)
 			}
 		}
 	}

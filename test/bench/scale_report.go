@@ -101,13 +101,7 @@ func (r *ScaleReport) Markdown() string {
 	if len(r.Rounds) > 0 && len(r.Rounds[0].Report.Workloads) > 0 {
 		fmt.Fprintf(&b, "Workload: %s.\n\n", r.Rounds[0].Report.Workloads[0].Description)
 	}
-	var settings []Settings
-	for _, round := range r.Rounds {
-		if !slices.Contains(settings, round.Settings) {
-			settings = append(settings, round.Settings)
-		}
-	}
-	for _, s := range settings {
+	for _, s := range r.settings() {
 		r.writeSetting(&b, s)
 	}
 	return b.String()
@@ -132,6 +126,30 @@ type figure struct {
 	name   string
 	format string
 	value  func(run *RunResult) (float64, bool)
+}
+
+// settings are the rate limit settings of the rounds, in the order they first ran.
+func (r *ScaleReport) settings() []Settings {
+	var settings []Settings
+	for _, round := range r.Rounds {
+		if !slices.Contains(settings, round.Settings) {
+			settings = append(settings, round.Settings)
+		}
+	}
+	return settings
+}
+
+// ReadScaleReport reads a report that WriteFiles wrote as JSON.
+func ReadScaleReport(path string) (*ScaleReport, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	r := &ScaleReport{}
+	if err := json.Unmarshal(data, r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return r, nil
 }
 
 // row is one figure of a setting, min–max over its complete rounds.
@@ -252,26 +270,14 @@ func (r *ScaleReport) writeSetting(b *strings.Builder, s Settings) {
 // and a test keeps every quote equal to its results file.
 func (r *ScaleReport) Headline() string {
 	var b strings.Builder
-	var settings []Settings
-	for _, round := range r.Rounds {
-		if !slices.Contains(settings, round.Settings) {
-			settings = append(settings, round.Settings)
-		}
-	}
 	pods, cpus := 0, 0
 	if len(r.Rounds) > 0 {
 		sizes := r.Rounds[0].Report.Sizes
 		pods, cpus = sizes.ScaleDeployments*sizes.ScaleReplicas, r.Rounds[0].Report.Machine.CPUs
 	}
-	for _, s := range settings {
-		_, failed, runs, rows := r.setting(s)
-		complete := 0
-		for _, round := range r.Rounds {
-			if round.Settings == s {
-				complete++
-			}
-		}
-		complete -= len(failed)
+	for _, s := range r.settings() {
+		_, _, runs, rows := r.setting(s)
+		complete := len(runs)
 		fmt.Fprintf(&b, "- ")
 		if r.Smoke {
 			b.WriteString("**smoke run**, ")
@@ -343,12 +349,8 @@ func QuoteScaleHeadlines(doc []byte, root string) ([]byte, int, error) {
 		if end < 0 {
 			return nil, quotes, fmt.Errorf("the quote of %s has no %q after it", path, headlineEnd)
 		}
-		data, err := os.ReadFile(filepath.Join(root, path))
+		report, err := ReadScaleReport(filepath.Join(root, path))
 		if err != nil {
-			return nil, quotes, fmt.Errorf("the quote of %s: %w", path, err)
-		}
-		var report ScaleReport
-		if err := json.Unmarshal(data, &report); err != nil {
 			return nil, quotes, fmt.Errorf("the quote of %s: %w", path, err)
 		}
 		out.WriteString(rest[:i+lineEnd+len("-->")])

@@ -18,7 +18,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -69,16 +68,12 @@ func main() {
 		os.Exit(code)
 	}
 	if *render != "" {
-		data, err := os.ReadFile(*render)
+		report, err := bench.ReadScaleReport(*render)
 		if err != nil {
 			fail(1, "%v", err)
 		}
-		var report bench.ScaleReport
-		if err := json.Unmarshal(data, &report); err != nil {
-			fail(1, "reading %s: %v", *render, err)
-		}
 		if *reprofile != "" {
-			if err := summariseAgain(&report, *reprofile); err != nil {
+			if err := summariseAgain(report, *reprofile); err != nil {
 				fail(1, "--reprofile: %v", err)
 			}
 			if err := report.WriteFiles(filepath.Dir(*render), strings.TrimSuffix(filepath.Base(*render), ".json")); err != nil {
@@ -207,7 +202,7 @@ func summariseAgain(report *bench.ScaleReport, logDir string) error {
 				if run.CPUProfile == nil || run.CPUProfile.Error != "" {
 					continue
 				}
-				path := bench.CPUProfilePath(filepath.Join(roundLogDir(logDir, round.Settings, round.Round), w.Name+"-"+string(run.Implementation)), run.Implementation)
+				path := bench.CPUProfilePath(bench.RunLogDir(roundLogDir(logDir, round.Settings, round.Round), w.Name, run.Implementation), run.Implementation)
 				b, err := bench.BreakdownOfProfile(context.Background(), path, run.CPUProfile.Window)
 				if err != nil {
 					return err
