@@ -2,22 +2,33 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	"github.com/mini-kcm/mini-kcm/app/serving"
+	"github.com/mini-kcm/mini-kcm/caches/reconnect"
 	"github.com/mini-kcm/mini-kcm/controllers"
+	"github.com/mini-kcm/mini-kcm/leaderelection"
 	"github.com/mini-kcm/mini-kcm/sharding"
 )
 
-// informerName identifies mini-kcm's shared informers in client-go's informer metrics.
-const informerName = "mini-kcm"
+// informerName identifies mini-kcm's shared informers in client-go's informer metrics,
+// and freshInformerName those of a term that could not use a warm standby's: after a
+// takeover that could not show them fresh, or once the apiserver was replaced.
+const (
+	informerName      = "mini-kcm"
+	freshInformerName = informerName + "-fresh"
+)
 
 // controllerManager builds and runs the enabled controllers. Building them (their
 // constructors ask the shared informer factory for informers and add event handlers)
@@ -36,8 +47,9 @@ type controllerManager struct {
 	config controllers.Config
 	// clients builds one client per controller.
 	clients controllers.ClientBuilder
-	// informerClient builds the read-only client of the shared informers.
-	informerClient func(name string) (kubernetes.Interface, error)
+	// informerClient builds the read-only client of the shared informers, which
+	// reports their connection to the apiserver to informers.
+	informerClient func(name string, informers *reconnect.Informers) (kubernetes.Interface, error)
 	// cacheTransform trims what that client did not (see caches.Transform).
 	cacheTransform cache.TransformFunc
 	// events hands out recorders on the process's event broadcaster.
@@ -61,6 +73,18 @@ type controllerManager struct {
 	shard *sharding.Informers
 	// takeover, for a warm standby, is the freshness barrier of its terms (takeOver).
 	takeover *takeoverBarrier
+	// connections, when set, holds the connection tracker of the informers started
+	// last, for /statusz.
+	connections *atomic.Pointer[reconnect.Informers]
+	// reconnect is the informers' gate; a term restarts its informers when it reports
+	// the apiserver replaced. Nil never restarts.
+	reconnect *reconnect.Gate
+	// terms knows the informers the running workers use, for resume; nil outside a
+	// leader election with a fence.
+	terms *termInformers
+	// fence is the write fence of the terms (a shard's term has its own); the
+	// controllers' queues park the keys it refused until it reopens. Nil: none.
+	fence *leaderelection.Fence
 }
 
 // builtControllers is what the informers stage leaves for runWorkers: the controllers,
@@ -68,8 +92,10 @@ type controllerManager struct {
 type builtControllers struct {
 	controllers []builtController
 	caches      *controllers.CacheSyncTracker
-	// factory holds the informers, for the freshness barrier of a warm takeover.
+	// factory holds the informers, for the freshness barrier of a warm takeover or a
+	// resume, and started is when they started.
 	factory informers.SharedInformerFactory
+	started time.Time
 	// stopInformers stops them before the stage ends, when a takeover gives up on them.
 	stopInformers context.CancelFunc
 }
@@ -78,14 +104,36 @@ type builtControllers struct {
 // addStages), then the workers until ctx is cancelled. It returns after every
 // controller's Run returned and the informers stopped, in that order, so the caller may
 // then release the Lease. If the controllers do not stop within the shutdown timeout,
-// it returns an error wrapping leaderelection.ErrControllersStillRunning.
+// it returns an error wrapping leaderelection.ErrControllersStillRunning. When the
+// apiserver is replaced meanwhile (see runWorkers), the term goes on with fresh
+// informers and controllers, in a lifecycle of their own.
 func (m *controllerManager) run(ctx context.Context) error {
-	m.readiness.SetLeading()
-	term := newLifecycle("term")
-	built := m.addStages(term)
-	return term.run(ctx, "controllers", func(ctx context.Context) error {
-		return m.runWorkers(ctx, built)
-	})
+	for {
+		m.readiness.SetLeading()
+		term := newLifecycle("term")
+		built := m.addStages(term)
+		err := term.run(ctx, "controllers", func(ctx context.Context) error {
+			return m.runWorkers(ctx, built)
+		})
+		if !errors.Is(err, errFreshInformers) {
+			return err
+		}
+		klog.FromContext(ctx).Info("Restarting the term on fresh informers", "reason", err)
+	}
+}
+
+// continueFresh goes on, after runWorkers returned err, with a term on fresh informers
+// when it asked for them (see runWorkers); otherwise it returns err. The
+// replaced informers belong to a lifecycle that outlives the term (a warm standby's, the
+// process's), which stops them again at its end.
+func (m *controllerManager) continueFresh(ctx context.Context, err error) error {
+	if !errors.Is(err, errFreshInformers) {
+		return err
+	}
+	klog.FromContext(ctx).Info("Restarting the term on fresh informers", "reason", err)
+	fresh := *m
+	fresh.informerName = freshInformerName
+	return fresh.run(ctx)
 }
 
 // addStages adds to l the "informers" stage: it makes the shared informer factory,
@@ -99,13 +147,14 @@ func (m *controllerManager) run(ctx context.Context) error {
 func (m *controllerManager) addStages(l *lifecycle) *builtControllers {
 	built := &builtControllers{}
 	l.add("informers", func(ctx context.Context) (func(), error) {
-		informerClient, err := m.informerClient("shared-informers")
-		if err != nil {
-			return nil, err
-		}
 		named := informerName
 		if m.informerName != "" {
 			named = m.informerName
+		}
+		connections := reconnect.NewInformers(named)
+		informerClient, err := m.informerClient("shared-informers", connections)
+		if err != nil {
+			return nil, err
 		}
 		name, err := cache.NewInformerName(named)
 		if err != nil {
@@ -123,14 +172,18 @@ func (m *controllerManager) addStages(l *lifecycle) *builtControllers {
 			controllerFactory = m.shard.Wrap(factory)
 		}
 		built.caches = &controllers.CacheSyncTracker{}
-		built.controllers, err = m.build(ctx, controllers.Context{
+		cc := controllers.Context{
 			InformerFactory: controllerFactory,
 			Clients:         m.clients,
 			Events:          m.events,
 			Caches:          built.caches,
 			Syncs:           m.syncs,
 			Config:          m.config,
-		})
+		}
+		if m.fence != nil {
+			cc.Fence = m.fence
+		}
+		built.controllers, err = m.build(ctx, cc)
 		if err != nil {
 			// Nothing started yet; Shutdown only releases the informers' name.
 			factory.Shutdown()
@@ -142,24 +195,27 @@ func (m *controllerManager) addStages(l *lifecycle) *builtControllers {
 		// it in a watch the apiserver serves from its current revision, so a cold term
 		// (a cold standby's, a shard's, a warm takeover's fallback) sees every earlier write.
 		informersCtx, stopInformers := context.WithCancel(ctx)
-		built.factory, built.stopInformers = factory, stopInformers
+		built.factory, built.stopInformers, built.started = factory, stopInformers, time.Now()
 		factory.Start(informersCtx.Done())
 		if m.shard != nil {
 			m.shard.StartCluster()
 		}
 		m.readiness.SetInformers(func() []string { return unsyncedInformers(factory) })
+		if m.connections != nil {
+			m.connections.Store(connections)
+		}
 		// Shutdown waits for the informers and releases their name; a shard's term also
 		// leaves the replica's cluster informers without its handlers.
-		if m.shard != nil {
-			return func() {
-				stopInformers()
-				factory.Shutdown()
-				m.shard.RemoveHandlers()
-			}, nil
-		}
 		return func() {
 			stopInformers()
 			factory.Shutdown()
+			if m.shard != nil {
+				m.shard.RemoveHandlers()
+			}
+			if m.connections != nil {
+				m.connections.CompareAndSwap(connections, nil)
+			}
+			connections.Forget()
 		}, nil
 	})
 	return built
@@ -168,10 +224,70 @@ func (m *controllerManager) addStages(l *lifecycle) *builtControllers {
 // runWorkers runs the built controllers, each waiting for its own caches and then
 // starting its workers, until ctx is cancelled; see runControllers. It is a leadership
 // term's work, or the process's without leader election.
+//
+// If the apiserver is replaced meanwhile (reconnect.Gate.Replaced: it refused
+// connections during an outage, so a new process answers now), every informer would be
+// answered 410 Gone and relist only after a round of client-go's backoff, blind until
+// then. Instead the informers stop at once, the workers drain, and runWorkers returns
+// errFreshInformers, on which the caller goes on with fresh informers (run,
+// continueFresh): one consistent list each, at once. A term resuming after a long
+// pause whose caches cannot be shown fresh asks for the same (resume).
 func (m *controllerManager) runWorkers(ctx context.Context, built *builtControllers) error {
 	m.readiness.SetLeading()
 	m.readiness.SetControllersBuilt(built.caches)
-	return m.runControllers(ctx, built.controllers)
+	var restart <-chan struct{}
+	if m.terms != nil {
+		restart = m.terms.running(built)
+		defer m.terms.running(nil)
+	}
+	replaced := m.replacements()
+	if replaced == nil && restart == nil {
+		return m.runControllers(ctx, built.controllers)
+	}
+	workers, stopWorkers := context.WithCancel(ctx)
+	defer stopWorkers()
+	var (
+		why      atomic.Pointer[string]
+		watching sync.WaitGroup
+	)
+	watching.Go(func() {
+		reason := ""
+		select {
+		case <-replaced:
+			reason = "the apiserver was replaced, and its watch cache does not have the resourceVersions the informers reached"
+		case <-restart:
+			reason = "the caches could not be shown fresh after a pause"
+		case <-workers.Done():
+			return
+		}
+		why.Store(&reason)
+		// First the informers, before their reflectors relist on their own; the
+		// workers finish their syncs on the caches as they are.
+		built.stopInformers()
+		stopWorkers()
+	})
+	err := m.runControllers(workers, built.controllers)
+	stopWorkers()
+	watching.Wait()
+	if reason := why.Load(); err == nil && reason != nil && ctx.Err() == nil {
+		return fmt.Errorf("%w: %s", errFreshInformers, *reason)
+	}
+	return err
+}
+
+// errFreshInformers ends a term's workers whose informers are to be replaced by fresh
+// ones: the replaced apiserver made them useless, or a resume could not show them
+// fresh (see runWorkers).
+var errFreshInformers = errors.New("going on with fresh informers")
+
+// replacements returns the channel closed at the next replacement of the apiserver, or
+// nil when the term does not restart on one: without a gate, and in a shard's term,
+// whose cluster-scoped informers are the replica's.
+func (m *controllerManager) replacements() <-chan struct{} {
+	if m.reconnect == nil || m.shard != nil {
+		return nil
+	}
+	return m.reconnect.Replaced()
 }
 
 // unsyncedInformers lists, sorted and without waiting, the started informers of

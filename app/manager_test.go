@@ -27,10 +27,16 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/mini-kcm/mini-kcm/app/serving"
+	"github.com/mini-kcm/mini-kcm/caches/reconnect"
 	"github.com/mini-kcm/mini-kcm/controllers"
 	"github.com/mini-kcm/mini-kcm/controllers/all"
 	"github.com/mini-kcm/mini-kcm/leaderelection"
 )
+
+// InformerClient is Client for the informers: they report their connection nowhere.
+func (c *fakeClients) InformerClient(name string, _ *reconnect.Informers) (kubernetes.Interface, error) {
+	return c.Client(name)
+}
 
 // fakeClients hands the same fake clientset to every caller and remembers who asked.
 type fakeClients struct {
@@ -111,7 +117,7 @@ func newTestManager(t *testing.T, client *fake.Clientset, descriptors ...control
 		registry:        reg,
 		enabled:         reg.Names(),
 		clients:         clients,
-		informerClient:  clients.Client,
+		informerClient:  clients.InformerClient,
 		events:          fakeRecorders{},
 		minResyncPeriod: time.Hour,
 		shutdownTimeout: 10 * time.Second,

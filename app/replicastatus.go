@@ -5,12 +5,14 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/mini-kcm/mini-kcm/app/serving"
+	"github.com/mini-kcm/mini-kcm/caches/reconnect"
 	"github.com/mini-kcm/mini-kcm/controllers"
 	"github.com/mini-kcm/mini-kcm/leaderelection"
 )
@@ -87,6 +89,9 @@ type replicaStatus struct {
 	// shards, in sharded mode (--shards above 1), says which shards this replica
 	// holds; nil otherwise.
 	shards func() string
+	// connections holds the connection tracker of the informers started last; nil
+	// reports nothing.
+	connections *atomic.Pointer[reconnect.Informers]
 	// now is the clock of "ago"s; time.Now if nil.
 	now func() time.Time
 }
@@ -97,6 +102,7 @@ func (s *replicaStatus) fields() []serving.StatuszField {
 		{Name: "Leader election", Value: s.leaderElection},
 		{Name: "Controllers", Value: s.controllers},
 		{Name: "Caches", Value: s.caches},
+		{Name: "Informers", Value: s.informers},
 		{Name: "Write fence", Value: s.mode.fenceText},
 		{Name: "Shards", Value: func() string {
 			if s.shards == nil {
@@ -209,6 +215,43 @@ func (s *replicaStatus) caches() string {
 	default:
 		return "not started yet"
 	}
+}
+
+// informers says, per resource, whether the informers started last are connected
+// and when each last received anything, e.g. "mini-kcm: pods connected 5m ago
+// (received 2s ago), replicasets disconnected 12s ago (received 40s ago; last error:
+// ... connection refused)".
+func (s *replicaStatus) informers() string {
+	var tracker *reconnect.Informers
+	if s.connections != nil {
+		tracker = s.connections.Load()
+	}
+	if tracker == nil {
+		return "none running"
+	}
+	now := s.clock()
+	ago := func(t time.Time) string {
+		if t.IsZero() {
+			return "never"
+		}
+		return duration.HumanDuration(now.Sub(t)) + " ago"
+	}
+	var parts []string
+	for _, c := range tracker.Status() {
+		state := "disconnected"
+		if c.Connected {
+			state = "connected"
+		}
+		part := fmt.Sprintf("%s %s %s (received %s", c.Resource, state, ago(c.Since), ago(c.Received))
+		if !c.Connected && c.LastError != "" {
+			part += "; last error: " + c.LastError
+		}
+		parts = append(parts, part+")")
+	}
+	if len(parts) == 0 {
+		return tracker.Name() + ": not connected yet"
+	}
+	return tracker.Name() + ": " + strings.Join(parts, ", ")
 }
 
 // controllerCaches formats a CacheSyncTracker's Pending, e.g.

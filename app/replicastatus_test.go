@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/mini-kcm/mini-kcm/app/serving"
+	"github.com/mini-kcm/mini-kcm/caches/reconnect"
 	"github.com/mini-kcm/mini-kcm/controllers"
 	"github.com/mini-kcm/mini-kcm/leaderelection"
 )
@@ -228,5 +230,54 @@ func TestReplicaStatuszSaysWhenTheTermIsPausedAndCountsPausesAndLosses(t *testin
 	got := strings.Join(s.termParts(leaderelection.LeaseStats{Pauses: 2, Resumes: 1, PausedSince: now.Add(-3 * time.Second)}), " | ")
 	if want := "paused 3s ago: writes fenced until a renewal succeeds | pauses 2, resumes 1, lost 0"; got != want {
 		t.Errorf("termParts = %q, want %q", got, want)
+	}
+}
+
+// /statusz/replica's Informers line says, per resource, whether the informers started
+// last are connected, since when, when each last received anything, and why a
+// disconnected one failed.
+func TestReplicaStatuszSaysWhichInformersAreConnected(t *testing.T) {
+	release := make(chan struct{})
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/api/v1/pods" && r.URL.Query().Get("watch") == "true":
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			<-release // an open watch
+		case r.URL.Path == "/apis/apps/v1/replicasets":
+			_, _ = io.WriteString(w, `{"kind":"ReplicaSetList"}`)
+		default:
+			http.Error(w, "forbidden", http.StatusForbidden)
+		}
+	}))
+	defer server.Close()
+	defer close(release) // before the server waits for its handlers
+	tracker := reconnect.NewInformers("mini-kcm")
+	client := &http.Client{Transport: reconnect.NewGate(func(context.Context) error { return nil }).Wrap(http.DefaultTransport, tracker)}
+	for _, path := range []string{"/apis/apps/v1/replicasets", "/api/v1/services?watch=true"} {
+		resp, err := client.Get(server.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	watch, err := client.Get(server.URL + "/api/v1/pods?watch=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Body.Close()
+
+	var connections atomic.Pointer[reconnect.Informers]
+	status := &replicaStatus{ready: &serving.Readiness{}, mode: &replicaMode{}, connections: &connections}
+	if _, _, body := getStatusz(t, statuszHandler(status), replicaStatuszPath, ""); !statuszLine("Informers", "none running").MatchString(body) {
+		t.Errorf("before any informer started:\n%s", body)
+	}
+	connections.Store(tracker)
+	_, _, body := getStatusz(t, statuszHandler(status), replicaStatuszPath, "")
+	want := regexp.MustCompile(`(?m)^Informers: mini-kcm: pods connected 0s ago \(received never\), ` +
+		`replicasets.apps disconnected never \(received 0s ago\), services disconnected never \(received never; last error: 403 Forbidden\)$`)
+	if !want.MatchString(body) {
+		t.Errorf("/statusz/replica does not say which informers are connected:\n%s", body)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	goruntime "runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -18,6 +19,7 @@ import (
 	"github.com/mini-kcm/mini-kcm/app/clients"
 	"github.com/mini-kcm/mini-kcm/app/serving"
 	"github.com/mini-kcm/mini-kcm/caches/cachetrim"
+	"github.com/mini-kcm/mini-kcm/caches/reconnect"
 	"github.com/mini-kcm/mini-kcm/controllers"
 	"github.com/mini-kcm/mini-kcm/handover"
 	"github.com/mini-kcm/mini-kcm/leaderelection"
@@ -102,6 +104,10 @@ type replica struct {
 	status   *replicaStatus
 	// upstream looks, while leading, for kube-controller-manager running our controllers too.
 	upstream *handover.Watch
+	// reconnect holds the informers' requests while the apiserver is unreachable.
+	reconnect *reconnect.Gate
+	// connections follows the connection of the informers started last.
+	connections atomic.Pointer[reconnect.Informers]
 	// probeClient reads what a replica checks at start.
 	probeClient kubernetes.Interface
 	eventClient kubernetes.Interface
@@ -143,6 +149,11 @@ func newReplica(logger klog.Logger, cfg *options.Config, reg *controllers.Regist
 		return nil, err
 	}
 	r.probe = serving.NewAPIServerProbe(r.probeClient.Discovery().RESTClient(), cfg.RESTConfig.Host)
+	// The informers ride out an unreachable apiserver at the gate instead of in
+	// client-go's growing backoff, and every informer client built from now on goes
+	// through it. It asks /readyz on the probe's client.
+	r.reconnect = reconnect.NewGate(reconnect.ReadyzProbe(r.probeClient.Discovery().RESTClient()))
+	r.builder.Reconnect = r.reconnect
 
 	// A worker wedged in one sync fails /livez and /healthz, naming controller and key.
 	syncs := &controllers.InFlightSyncs{Threshold: cfg.ControllerSyncStuckThreshold}
@@ -152,7 +163,7 @@ func newReplica(logger klog.Logger, cfg *options.Config, reg *controllers.Regist
 		// (kubernetes#70819). A leader paused by an unreachable apiserver is healthy.
 		r.watchdog = leaderelection.NewWatchdog(watchdogTolerance)
 	}
-	r.status = &replicaStatus{ready: r.ready, mode: mode}
+	r.status = &replicaStatus{ready: r.ready, mode: mode, connections: &r.connections}
 	r.status.enabled, r.status.disabled = enabledAndDisabled(reg, cfg.EnabledControllers)
 	if mode.singleLeader() {
 		r.status.election = &electionStatus{}
@@ -177,6 +188,9 @@ func newReplica(logger klog.Logger, cfg *options.Config, reg *controllers.Regist
 		startInterval:   cfg.ControllerStartInterval,
 		readiness:       r.ready,
 		syncs:           syncs,
+		connections:     &r.connections,
+		reconnect:       r.reconnect,
+		fence:           mode.fence,
 	}
 	return r, nil
 }
@@ -209,6 +223,12 @@ func (r *replica) processStages(ctx context.Context, apiServerWait time.Duration
 		var probing sync.WaitGroup
 		probing.Go(func() { r.probe.Run(probeCtx, apiServerProbeInterval) })
 		return probing.Wait, nil
+	})
+	// Before any informer starts, and stopped after they all did.
+	process.add("informers' reconnect gate", func(ctx context.Context) (func(), error) {
+		var running sync.WaitGroup
+		running.Go(func() { r.reconnect.Run(ctx) })
+		return running.Wait, nil
 	})
 	return process
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/mini-kcm/mini-kcm/app/serving"
+	"github.com/mini-kcm/mini-kcm/caches/reconnect"
 	"github.com/mini-kcm/mini-kcm/leaderelection"
 	"github.com/mini-kcm/mini-kcm/sharding"
 )
@@ -37,7 +38,7 @@ func (r *replica) newShardedReplica() (*sharding.Replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	informerClient, err := builder.InformerClient("cluster-informers")
+	informerClient, err := builder.InformerClient("cluster-informers", reconnect.NewInformers(informerName+"-cluster"))
 	if err != nil {
 		return nil, err
 	}
@@ -75,9 +76,11 @@ func (r *replica) newShardedReplica() (*sharding.Replica, error) {
 				fmt.Sprintf("shard %d, epoch %d, term %d", term.Shard, term.Epoch, time.Now().UnixMilli()))
 			m.readiness = &serving.Readiness{}
 			m.informerName = fmt.Sprintf("%s-shard-%d", informerName, term.Shard)
-			m.shard = term.Informers
-			m.informerClient = func(name string) (kubernetes.Interface, error) {
-				c, err := manager.informerClient(name)
+			m.shard, m.fence = term.Informers, term.Fence
+			// The process's single-leader informers say what /statusz shows.
+			m.connections = nil
+			m.informerClient = func(name string, connections *reconnect.Informers) (kubernetes.Interface, error) {
+				c, err := manager.informerClient(name, connections)
 				if err != nil {
 					return nil, err
 				}

@@ -75,7 +75,7 @@ func (m *controllerManager) takeOver(ctx context.Context, built *builtController
 			logger.Info("Takeover on warm caches: every cache is as new as the apiserver after acquiring the lease",
 				"took", result.Took, "resourceVersion", result.Revision,
 				"provenByProgress", result.ByProgress, "provenByContents", result.ByContents)
-			return m.runWorkers(ctx, built)
+			return m.continueFresh(ctx, m.runWorkers(ctx, built))
 		}
 	}
 	if ctx.Err() != nil {
@@ -88,7 +88,7 @@ func (m *controllerManager) takeOver(ctx context.Context, built *builtController
 	// that no worker drains.
 	built.stopInformers()
 	cold := *m
-	cold.informerName = informerName + "-takeover"
+	cold.informerName = freshInformerName
 	return cold.run(ctx)
 }
 

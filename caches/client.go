@@ -29,6 +29,7 @@ import (
 
 	"github.com/mini-kcm/mini-kcm/caches/cacheintern"
 	"github.com/mini-kcm/mini-kcm/caches/cachetrim"
+	"github.com/mini-kcm/mini-kcm/caches/reconnect"
 )
 
 // NewInformerClient returns the clientset of the shared informers from cfg (the
@@ -36,10 +37,11 @@ import (
 // cache, trimmed by trimmer to what the controllers read (see package cachetrim), so
 // that the informers never spend time and memory on the rest; a nil trimmer decodes
 // whole. It must only read: an object it decoded and wrote back would lose what was
-// trimmed. Its requests go over a connection of their own (see informerHTTPClient).
-func NewInformerClient(cfg *rest.Config, trimmer *cachetrim.Trimmer) (kubernetes.Interface, error) {
+// trimmed. Its requests go over a connection of their own (see informerHTTPClient),
+// through gate (package reconnect; nil: none), which reports to informers.
+func NewInformerClient(cfg *rest.Config, trimmer *cachetrim.Trimmer, gate *reconnect.Gate, informers *reconnect.Informers) (kubernetes.Interface, error) {
 	wrap := func(err error) error { return fmt.Errorf("building the informers' Kubernetes client: %w", err) }
-	httpClient, err := informerHTTPClient(cfg, http2HealthCheck{readIdle: informerReadIdleTimeout, ping: informerPingTimeout})
+	httpClient, err := informerHTTPClient(cfg, http2HealthCheck{readIdle: informerReadIdleTimeout, ping: informerPingTimeout}, gate, informers)
 	if err != nil {
 		return nil, wrap(err)
 	}
@@ -135,7 +137,7 @@ const InformerAddressEnv = "MINI_KCM_E2E_INFORMER_ADDRESS"
 // Watches must stay on HTTP/2: a watch on an HTTP/1.1 connection of its own has no
 // liveness signal but its events, and a healthy watch may have none for minutes, so a
 // dead connection cannot be told from a quiet one without a new request.
-func informerHTTPClient(cfg *rest.Config, health http2HealthCheck) (*http.Client, error) {
+func informerHTTPClient(cfg *rest.Config, health http2HealthCheck, gate *reconnect.Gate, informers *reconnect.Informers) (*http.Client, error) {
 	tc, err := cfg.TransportConfig()
 	if err != nil {
 		return nil, err
@@ -173,6 +175,11 @@ func informerHTTPClient(cfg *rest.Config, health http2HealthCheck) (*http.Client
 	rt, err := transport.HTTPWrappersForConfig(tc, base)
 	if err != nil {
 		return nil, err
+	}
+	// Outermost, so that a request it sends again passes the authentication wrappers
+	// again, with a fresh token if the old one expired meanwhile.
+	if gate != nil {
+		rt = gate.Wrap(rt, informers)
 	}
 	return &http.Client{Transport: rt, Timeout: cfg.Timeout}, nil
 }

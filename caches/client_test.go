@@ -52,7 +52,7 @@ func TestInformerClientDecodesTrimmed(t *testing.T) {
 	defer server.Close()
 
 	client, err := NewInformerClient(&rest.Config{Host: server.URL, QPS: 5, Burst: 10,
-		ContentConfig: rest.ContentConfig{ContentType: "application/vnd.kubernetes.protobuf"}}, registryTrimmer(t))
+		ContentConfig: rest.ContentConfig{ContentType: "application/vnd.kubernetes.protobuf"}}, registryTrimmer(t), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestInformerWatchEndsSoonAfterItsConnectionGoesSilentButNotWhileItIsOnlyQui
 	server, listener := startSilenceableHTTP2Server(t, http.HandlerFunc(quietWatch))
 	check := http2HealthCheck{readIdle: 100 * time.Millisecond, ping: time.Second}
 	cfg := tlsConfigFor(server)
-	httpClient, err := informerHTTPClient(cfg, check)
+	httpClient, err := informerHTTPClient(cfg, check, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestInformersTalkHTTP2OnAConnectionOfTheirOwn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	informers, err := NewInformerClient(tlsConfigFor(server), nil)
+	informers, err := NewInformerClient(tlsConfigFor(server), nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,8 +25,22 @@ type Context struct {
 	// --controller-sync-stuck-threshold fails /livez naming its controller and key; nil
 	// records nothing.
 	Syncs *InFlightSyncs
+	// Fence is the write fence of the term the controllers run in; a queue parks a key
+	// whose sync it refused until it reopens, instead of backing the key off as a
+	// failure (see queueworker). Nil: nothing is fenced.
+	Fence WriteFence
 	// Config holds the tuning knobs of every controller, filled from flags.
 	Config Config
+}
+
+// WriteFence is what a controller's queue needs of the write fence (the leaderelection
+// Fence of its term): whether an error is a write it refused, and when writes pass
+// again.
+type WriteFence interface {
+	// Refused reports whether err is, or wraps, a write the fence refused.
+	Refused(err error) bool
+	// WhenOpen returns a channel closed once writes pass: at once when they do now.
+	WhenOpen() <-chan struct{}
 }
 
 // ClientBuilder returns a client for the named controller.

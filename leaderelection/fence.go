@@ -2,6 +2,7 @@ package leaderelection
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -52,11 +53,17 @@ type Fence struct {
 	// released. The fence stays closed until the next term (newTerm).
 	closedAt      time.Time
 	closedBecause string
+	// holding, while set, keeps the fence closed although the Lease is held, and says
+	// why: a term that paused waits, after the renewal that resumes it, until the
+	// caller showed its caches fresh (see Config.Resume).
+	holding string
 	// inFlight are the send times of the writes let through and not answered yet;
 	// unanswered is the latest send time of a write that ended without an answer (a
 	// timeout, a cancel, a broken connection), which the apiserver may still apply.
 	inFlight   map[*http.Request]time.Time
 	unanswered time.Time
+	// reopened, when not nil, is closed the next time the fence opens (WhenOpen).
+	reopened chan struct{}
 }
 
 // NewFence returns a closed fence for the Lease named lease (namespace/name) of the
@@ -113,11 +120,56 @@ func (f *Fence) Check() (time.Time, error) {
 		return time.Time{}, &FencedError{Lease: f.lease, Reason: f.closedBecause, Ago: now.Sub(since)}
 	case !f.held:
 		return time.Time{}, &FencedError{Lease: f.lease, Reason: "this replica has not acquired it"}
+	case f.holding != "":
+		return time.Time{}, &FencedError{Lease: f.lease, Reason: f.holding}
 	case !now.Before(f.until):
 		return time.Time{}, &FencedError{Lease: f.lease, Reason: "paused: not renewed in time by this replica's clock; " +
 			"writes resume once a renewal succeeds", Ago: now.Sub(f.until)}
 	}
 	return f.until, nil
+}
+
+// openLocked reports whether the fence lets writes through at now; f.mu is held.
+func (f *Fence) openLocked(now time.Time) bool {
+	return f.closedBecause == "" && f.held && f.holding == "" && now.Before(f.until)
+}
+
+// reopenedLocked closes the channel of WhenOpen if the fence is open now; f.mu is held.
+func (f *Fence) reopenedLocked() {
+	if f.reopened != nil && f.openLocked(f.clock.Now()) {
+		close(f.reopened)
+		f.reopened = nil
+	}
+}
+
+// WhenOpen returns a channel that is closed once the fence lets writes through: at
+// once (an already closed channel) when it does now, else when a renewal or the end of
+// a hold reopens it. After a lost or released Lease that happens only in a new term.
+// Controllers park the keys whose writes the fence refused until then, instead of
+// backing them off as failures (see queueworker).
+func (f *Fence) WhenOpen() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.openLocked(f.clock.Now()) {
+		return closedChannel
+	}
+	if f.reopened == nil {
+		f.reopened = make(chan struct{})
+	}
+	return f.reopened
+}
+
+// closedChannel is returned by WhenOpen while the fence is open.
+var closedChannel = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// Refused reports whether err is, or wraps, a write this fence's kind refused.
+func (f *Fence) Refused(err error) bool {
+	var fenced *FencedError
+	return errors.As(err, &fenced)
 }
 
 // bound makes the fence close d after a successful write was sent when d is shorter
@@ -137,7 +189,22 @@ func (f *Fence) bound(d time.Duration) {
 func (f *Fence) newTerm() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.held, f.until, f.closedAt, f.closedBecause = false, time.Time{}, time.Time{}, ""
+	f.held, f.until, f.closedAt, f.closedBecause, f.holding = false, time.Time{}, time.Time{}, "", ""
+}
+
+// hold keeps the fence closed, for reason, until unhold, whatever the renewals.
+func (f *Fence) hold(reason string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.holding = reason
+}
+
+// unhold ends hold: the fence is open again while the Lease is held.
+func (f *Fence) unhold() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.holding = ""
+	f.reopenedLocked()
 }
 
 // Close closes the fence for the rest of the term, before the caller writes anything
@@ -205,8 +272,8 @@ func (f *Fence) settle(ctx context.Context) time.Duration {
 	return time.Since(start)
 }
 
-// Refused returns how many writes the fence refused so far.
-func (f *Fence) Refused() int64 { return f.refused.Load() }
+// RefusedWrites returns how many writes the fence refused so far.
+func (f *Fence) RefusedWrites() int64 { return f.refused.Load() }
 
 // extend records a successful write naming this replica as holder, sent at sent.
 func (f *Fence) extend(sent time.Time) {
@@ -223,6 +290,7 @@ func (f *Fence) extend(sent time.Time) {
 	if !f.held || until.After(f.until) {
 		f.held, f.until = true, until
 	}
+	f.reopenedLocked()
 }
 
 // leading reports whether the fence was opened and not closed yet, i.e. whether this

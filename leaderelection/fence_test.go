@@ -3,6 +3,7 @@ package leaderelection
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -542,5 +543,52 @@ func TestSettleWaitsUntilNoWriteWithoutAnswerMayStillBeApplied(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// WhenOpen is closed at once while the fence is open, and otherwise when a renewal or
+// the end of a hold reopens it: what a controller's queue waits on for its fenced keys.
+func TestWhenOpenIsClosedWhenARenewalOrTheEndOfAHoldReopensTheFence(t *testing.T) {
+	fence, clk, _, lock := newTestFence()
+	fence.bound(10 * time.Second)
+	isClosed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	beforeAcquisition := fence.WhenOpen()
+	if isClosed(beforeAcquisition) {
+		t.Fatal("WhenOpen() was closed before the first acquisition")
+	}
+	if err := renew(t, lock); err != nil {
+		t.Fatal(err)
+	}
+	if !isClosed(beforeAcquisition) || !isClosed(fence.WhenOpen()) {
+		t.Fatal("WhenOpen() was not closed once the acquisition opened the fence")
+	}
+	clk.Step(10 * time.Second) // paused
+	paused := fence.WhenOpen()
+	if isClosed(paused) {
+		t.Fatal("WhenOpen() was closed while the fence was paused")
+	}
+	fence.hold("resuming")
+	if err := renew(t, lock); err != nil {
+		t.Fatal(err)
+	}
+	if isClosed(paused) {
+		t.Fatal("a renewal reopened a held fence")
+	}
+	if _, err := fence.Check(); err == nil || !strings.Contains(err.Error(), "resuming") {
+		t.Fatalf("Check() of a held fence = %v, want fenced with the hold's reason", err)
+	}
+	fence.unhold()
+	if !isClosed(paused) {
+		t.Fatal("WhenOpen() was not closed when the hold ended")
+	}
+	if !fence.Refused(fmt.Errorf("creating pods: %w", &FencedError{Lease: testLease, Reason: "paused"})) {
+		t.Error("Refused() did not recognise a wrapped FencedError")
 	}
 }

@@ -18,7 +18,8 @@
 //     every replica shares moves no Lease.
 //   - A leader that cannot renew pauses, it does not abdicate: at the renew deadline
 //     its fence closes and it keeps renewing with optimistic updates; the first that
-//     succeeds resumes it (see term).
+//     succeeds resumes it (see term); with Config.Resume the fence reopens only once
+//     the caller said its caches are fresh enough to act on after the pause.
 //   - A lost Lease (a conflict, then a read showing another holder, a release or a
 //     deletion) closes the fence for good, cancels the run function and waits for it;
 //     Run then returns ErrLeaseLost and the caller campaigns again as a standby. The
@@ -104,6 +105,13 @@ type Config struct {
 	// expiry. It must not time its requests out, since a watch outlives any request
 	// timeout. Optional.
 	LeaseWatch coordinationv1client.LeasesGetter
+	// Resume, when set with a Fence, is called when a paused term resumes (a renewal
+	// succeeded again), with how long it was paused: the fence stays closed until it
+	// returns nil, while the renewals go on, so that the caller may first show that
+	// its caches are fresh after the pause, as a takeover does. It may return an error
+	// only when ctx is cancelled (the term paused again, or ended). Without it the
+	// renewal reopens the fence. Optional.
+	Resume func(ctx context.Context, pausedFor time.Duration) error
 
 	// clock times the standby's wait and the term's renewals; nil means the real
 	// clock. Tests replace it.
@@ -277,7 +285,7 @@ func Run(ctx context.Context, cfg Config, run func(ctx context.Context) error) e
 	}()
 
 	t := &term{lock: lock, identity: cfg.Identity, Timings: cfg.Timings, clock: clk, fenced: cfg.Fence != nil,
-		health: cfg.WatchDog, name: cfg.Name}
+		health: cfg.WatchDog, name: cfg.Name, fence: cfg.Fence, resume: cfg.Resume}
 	end, why := t.keep(electionCtx, done, acquired, sent)
 	if cfg.Fence != nil {
 		// This replica no longer writes: the fence closes before the workers of a lost
@@ -296,7 +304,7 @@ func Run(ctx context.Context, cfg Config, run func(ctx context.Context) error) e
 		lock.RecordEvent("stopped leading")
 		var refused int64
 		if cfg.Fence != nil {
-			refused = cfg.Fence.Refused()
+			refused = cfg.Fence.RefusedWrites()
 		}
 		logger.Error(nil, "leaderelection lost", "reason", why, "fenceRefusedWrites", refused, "next", "standing by")
 		if errors.Is(runErr, ErrControllersStillRunning) {

@@ -705,3 +705,64 @@ func TestRunReturnsWhenTheCampaignStopsAfterAFailedWriteToALeaseNamingItself(t *
 		t.Errorf("Run() = %v, want nil", err)
 	}
 }
+
+// A paused term with Resume writes again only once Resume returned: the renewal that
+// ends the pause leaves the fence closed until then, and the renewals go on.
+func TestAPausedTermWritesAgainOnlyOnceResumeReturned(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	ctx, sigterm := context.WithCancel(klog.NewContext(context.Background(), logger))
+	defer sigterm()
+	api := newFailingAPIServer()
+	cfg := fencedConfig(api)
+	cfg.Name = "resume-test"
+	resuming := make(chan time.Duration, 2)
+	fresh := make(chan struct{})
+	cfg.Resume = func(ctx context.Context, pausedFor time.Duration) error {
+		resuming <- pausedFor
+		select {
+		case <-fresh:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	started := make(chan struct{})
+	done := runInBackground(ctx, cfg, func(runCtx context.Context) error {
+		close(started)
+		<-runCtx.Done()
+		return nil
+	})
+	waitFor(t, started, "leadership")
+	open := func() bool { _, err := cfg.Fence.Check(); return err == nil }
+
+	api.down.Store(true)
+	eventually(t, "the fence to close", func() bool { return !open() })
+	time.Sleep(cfg.LeaseDuration)
+	api.down.Store(false)
+	pausedFor := waitFor(t, resuming, "Resume to be called")
+	if pausedFor < cfg.LeaseDuration {
+		t.Errorf("Resume was told of a pause of %s, want at least %s", pausedFor, cfg.LeaseDuration)
+	}
+	updates := func() string {
+		lease, err := api.client.CoordinationV1().Leases(leaseNamespace).Get(context.Background(), cfg.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lease.ResourceVersion
+	}
+	before := updates()
+	time.Sleep(3 * cfg.RetryPeriod)
+	if updates() == before {
+		t.Error("no renewal while Resume ran")
+	}
+	_, err := cfg.Fence.Check()
+	if err == nil || !strings.Contains(err.Error(), "caches are shown fresh") {
+		t.Fatalf("Check() while Resume runs = %v, want fenced until the caches are shown fresh", err)
+	}
+	close(fresh)
+	eventually(t, "the fence to reopen once Resume returned", open)
+	sigterm()
+	if err := waitFor(t, done, "Run to return"); err != nil {
+		t.Fatalf("Run() = %v, want nil", err)
+	}
+}

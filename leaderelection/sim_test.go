@@ -744,7 +744,7 @@ func runSim(t *testing.T, schedule simSchedule, stats *simStats) error {
 			}
 			for _, r := range s.replicas {
 				stats.losses.Add(int64(r.losses))
-				stats.refused.Add(r.cfg.Fence.Refused())
+				stats.refused.Add(r.cfg.Fence.RefusedWrites())
 			}
 		}
 	})

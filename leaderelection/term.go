@@ -55,6 +55,19 @@ type term struct {
 	attempts []resourcelock.LeaderElectionRecord
 	// pausedAt is when the term paused; zero while it is not paused.
 	pausedAt time.Time
+
+	// fence and resume, when both are set, keep the fence of a term that paused closed
+	// after the renewal that resumes it, until resume returned (see Config.Resume).
+	fence  *Fence
+	resume func(ctx context.Context, pausedFor time.Duration) error
+	// resuming is the resume in progress, if any.
+	resuming *resumption
+}
+
+// resumption is one call of the term's resume, in a goroutine the term waits for.
+type resumption struct {
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
 // maxAttempts bounds term.attempts: a renewal sent more than that many attempts ago
@@ -81,6 +94,7 @@ func (t *term) keep(ctx context.Context, done <-chan struct{}, acquired resource
 	t.record, t.renewed = acquired, sent
 	t.health.leading(t)
 	defer t.health.standing(t)
+	defer t.stopResuming()
 	defer updateStats(t.name, func(s *LeaseStats) { s.PausedSince = time.Time{} })
 	next := sent.Add(t.RetryPeriod)
 	for {
@@ -90,6 +104,12 @@ func (t *term) keep(ctx context.Context, done <-chan struct{}, acquired resource
 				return leaseLost, fmt.Sprintf("not renewed within the renew deadline (%s), and no fence to pause the writes", t.RenewDeadline)
 			}
 			t.pausedAt = now
+			if t.holdsOnResume() {
+				// Held from the pause on: the renewal that resumes the term reopens the
+				// fence by its clock, and the hold must already be there.
+				t.stopResuming()
+				t.fence.hold("resuming after a pause: writes pass again once the caches are shown fresh")
+			}
 			pauses.WithLabelValues(t.name).Inc()
 			// A paused leader does no leader's work: it is not reported as the master.
 			leaderStatus.WithLabelValues(t.name).Set(0)
@@ -192,7 +212,47 @@ func (t *term) succeeded(ctx context.Context, record resourcelock.LeaderElection
 		leaderStatus.WithLabelValues(t.name).Set(1)
 		updateStats(t.name, func(s *LeaseStats) { s.Resumes++; s.PausedSince = time.Time{} })
 		klog.FromContext(ctx).Info("Resumed leading: the lease was renewed", "pausedFor", paused.Round(time.Millisecond))
+		if t.holdsOnResume() {
+			t.startResuming(ctx, paused)
+		}
 	}
+}
+
+// holdsOnResume reports whether a pause holds the fence until the caches are fresh.
+func (t *term) holdsOnResume() bool {
+	return t.fence != nil && t.resume != nil
+}
+
+// startResuming calls resume in a goroutine and opens the fence once it returned nil.
+func (t *term) startResuming(ctx context.Context, pausedFor time.Duration) {
+	t.stopResuming()
+	resumeCtx, cancel := context.WithCancel(ctx)
+	r := &resumption{cancel: cancel, done: make(chan struct{})}
+	t.resuming = r
+	go func() {
+		defer close(r.done)
+		logger := klog.FromContext(ctx)
+		start := t.clock.Now()
+		if err := t.resume(resumeCtx, pausedFor); err != nil {
+			if resumeCtx.Err() == nil {
+				logger.Error(err, "Resuming after a pause: the caches could not be shown fresh; writes stay fenced until the next resume")
+			}
+			return
+		}
+		t.fence.unhold()
+		logger.Info("Writes resume: the caches are fresh after the pause", "pausedFor", pausedFor.Round(time.Millisecond),
+			"took", t.clock.Since(start).Round(time.Millisecond))
+	}()
+}
+
+// stopResuming cancels the resume in progress, if any, and waits for it.
+func (t *term) stopResuming() {
+	if t.resuming == nil {
+		return
+	}
+	t.resuming.cancel()
+	<-t.resuming.done
+	t.resuming = nil
 }
 
 // wroteThis reports whether record is the last record this term wrote, or one of the

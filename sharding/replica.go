@@ -341,7 +341,7 @@ func (r *Replica) electionEnded(logger klog.Logger, err error, fence *leaderelec
 		r.Exit(1)
 	case errors.Is(err, leaderelection.ErrLeaseLost):
 		logger.Info("Lost a shard: its writes were fenced and its controllers drained; campaigning again for a fair share",
-			"fenceRefusedWrites", fence.Refused())
+			"fenceRefusedWrites", fence.RefusedWrites())
 	case err != nil:
 		logger.Error(err, "Shard election ended with an error")
 	}

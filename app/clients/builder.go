@@ -20,6 +20,7 @@ import (
 
 	"github.com/mini-kcm/mini-kcm/caches"
 	"github.com/mini-kcm/mini-kcm/caches/cachetrim"
+	"github.com/mini-kcm/mini-kcm/caches/reconnect"
 	"github.com/mini-kcm/mini-kcm/controllers/throttle"
 	"github.com/mini-kcm/mini-kcm/leaderelection"
 )
@@ -58,6 +59,9 @@ type Builder struct {
 	// Trimmer keeps of cached pods what the registry's controllers read (package
 	// cachetrim); nil caches them whole.
 	Trimmer *cachetrim.Trimmer
+	// Reconnect holds the informers' requests while the apiserver is unreachable
+	// (package reconnect); nil holds nothing.
+	Reconnect *reconnect.Gate
 
 	// shardTerm, in a shard's term, names the shard and the term the clients work for
 	// ("shard 3, epoch 2, term 1764577223571"); it goes into their user agent, so that
@@ -150,13 +154,15 @@ func (b Builder) Client(name string) (kubernetes.Interface, error) {
 }
 
 // InformerClient returns the clientset of the shared informers, with name as its user
-// agent: it decodes the cached kinds trimmed (caches.NewInformerClient).
-func (b Builder) InformerClient(name string) (kubernetes.Interface, error) {
+// agent: it decodes the cached kinds trimmed (caches.NewInformerClient), and its
+// requests wait out an unreachable apiserver at the Reconnect gate, reporting each
+// informer's connection to informers.
+func (b Builder) InformerClient(name string, informers *reconnect.Informers) (kubernetes.Interface, error) {
 	cfg, err := b.Config(name)
 	if err != nil {
 		return nil, fmt.Errorf("building the Kubernetes client for %q: %w", name, err)
 	}
-	return caches.NewInformerClient(cfg, b.Trimmer)
+	return caches.NewInformerClient(cfg, b.Trimmer, b.Reconnect, informers)
 }
 
 // CacheTransform returns the shared informers' transform (caches.Transform).

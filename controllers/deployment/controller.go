@@ -84,6 +84,8 @@ type Controller struct {
 	// syncs records the syncs in progress for the stuck-sync check; nil (in tests)
 	// records nothing.
 	syncs *controllers.InFlightSyncs
+	// fence parks the keys whose writes it refused until it reopens (queueworker).
+	fence controllers.WriteFence
 	// now is the clock for condition timestamps and progress deadlines; tests replace it.
 	now func() time.Time
 }
@@ -153,6 +155,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 			{Name: "pods", Synced: c.podSynced},
 		},
 		Syncs:  c.syncs,
+		Fence:  c.fence,
 		Queues: []queueworker.Loop{c.queue},
 	})
 }

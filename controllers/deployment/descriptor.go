@@ -64,6 +64,6 @@ func New(ctx context.Context, cc controllers.Context) (controllers.Controller, i
 		return nil, 0, err
 	}
 	c.caches = cc.Caches
-	c.syncs = cc.Syncs
+	c.syncs, c.fence = cc.Syncs, cc.Fence
 	return c, workers(cc.Config), nil
 }

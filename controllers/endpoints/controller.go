@@ -65,6 +65,8 @@ type Controller struct {
 	caches *controllers.CacheSyncTracker
 	// syncs records the syncs in progress for the stuck-sync check; nil is fine (tests).
 	syncs *controllers.InFlightSyncs
+	// fence parks the keys whose writes it refused until it reopens (queueworker).
+	fence controllers.WriteFence
 
 	// serviceLister and endpointsLister read the shared informer caches.
 	serviceLister   corelisters.ServiceLister
@@ -220,6 +222,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 			{Name: "endpoints", Synced: c.endpointsSynced},
 		},
 		Syncs:      c.syncs,
+		Fence:      c.fence,
 		Queues:     []queueworker.Loop{c.queue, c.podQueue},
 		AfterSync:  c.checkLeftoverEndpoints,
 		LoopPeriod: c.workerLoopPeriod,

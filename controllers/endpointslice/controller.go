@@ -93,6 +93,8 @@ type Controller struct {
 	caches *controllers.CacheSyncTracker
 	// syncs records the syncs in progress for the stuck-sync check; nil is fine (tests).
 	syncs *controllers.InFlightSyncs
+	// fence parks the keys whose writes it refused until it reopens (queueworker).
+	fence controllers.WriteFence
 
 	// serviceLister, podLister, nodeLister and sliceLister read the shared caches.
 	serviceLister corelisters.ServiceLister
@@ -226,6 +228,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 			{Name: "nodes", Synced: c.nodesSynced},
 		},
 		Syncs:  c.syncs,
+		Fence:  c.fence,
 		Queues: []queueworker.Loop{c.queue, c.podQueue, c.topologyQueue},
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -50,6 +51,41 @@ type Queue[K comparable] struct {
 	// Unrecorded leaves this queue's syncs out of the sync metrics, for a queue that
 	// only fans work out to another (the endpoints controller's pod projections).
 	Unrecorded bool
+
+	// parked are the keys whose sync the write fence refused (see Spec.Fence).
+	parked parking[K]
+}
+
+// parking holds the keys whose writes the fence refused until it reopens. They did not
+// fail: this replica may not write now (a paused or resuming term). Backed off as
+// failures, a key refused throughout a 30s pause would wait about as long again after
+// the pause, and up to the limiter's 1000s after a longer one, unless an event woke it.
+type parking[K comparable] struct {
+	fence controllers.WriteFence
+	mu    sync.Mutex
+	keys  sets.Set[K]
+	// added is signalled when a key is parked.
+	added chan struct{}
+}
+
+// park holds key until the fence reopens.
+func (p *parking[K]) park(key K) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.keys.Insert(key)
+	select {
+	case p.added <- struct{}{}:
+	default:
+	}
+}
+
+// take returns the parked keys and forgets them.
+func (p *parking[K]) take() sets.Set[K] {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	keys := p.keys
+	p.keys = sets.New[K]()
+	return keys
 }
 
 // NewQueue returns a queue with the default controller rate limiter (per-key exponential
@@ -70,7 +106,30 @@ func NewQueue[K comparable](name, controller string, sync func(context.Context, 
 // Loop is a queue that Run can drain with workers; *Queue[K] is one for every K.
 type Loop interface {
 	processNextWorkItem(ctx context.Context, syncs *controllers.InFlightSyncs) bool
+	// parkFencedKeys makes the keys fence refused wait for it to reopen, until ctx ends.
+	parkFencedKeys(ctx context.Context, fence controllers.WriteFence, running *sync.WaitGroup)
 	ShutDown()
+}
+
+func (q *Queue[K]) parkFencedKeys(ctx context.Context, fence controllers.WriteFence, running *sync.WaitGroup) {
+	q.parked.fence, q.parked.keys, q.parked.added = fence, sets.New[K](), make(chan struct{}, 1)
+	running.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-q.parked.added:
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-fence.WhenOpen():
+			}
+			for key := range q.parked.take() {
+				q.Add(key)
+			}
+		}
+	})
 }
 
 // ProcessNextWorkItem syncs one key, waiting for one if the queue is empty; false means
@@ -105,6 +164,11 @@ func (q *Queue[K]) handleErr(ctx context.Context, key K, err error) {
 	switch {
 	case err == nil || (q.Retry.Permanent != nil && q.Retry.Permanent(err)):
 		q.Forget(key)
+	case q.parked.fence != nil && q.parked.fence.Refused(err):
+		// Not a failure of the key: it is synced again the moment the fence reopens.
+		logger.V(4).Info("Sync fenced; parked until this replica may write again", "controller", q.Controller, "key", key, "err", err)
+		q.Forget(key)
+		q.parked.park(key)
 	case q.Retry.Quiet != nil && q.Retry.Quiet(err):
 		logger.V(4).Info("Sync failed as expected; retrying", "controller", q.Controller, "key", key, "err", err)
 		q.AddRateLimited(key)
@@ -136,6 +200,9 @@ type Spec struct {
 	Syncs *controllers.InFlightSyncs
 	// Queues are drained by Workers workers each, and shut down when Run returns.
 	Queues []Loop
+	// Fence is the term's write fence (controllers.Context.Fence): a key whose sync it
+	// refused waits until it reopens, instead of backing off. Nil: none.
+	Fence controllers.WriteFence
 	// AfterSync runs once in its own goroutine when the caches synced (e.g. queueing
 	// leftovers); it must return when ctx is done.
 	AfterSync func(ctx context.Context)
@@ -168,6 +235,11 @@ func Run(ctx context.Context, s Spec) {
 	period := s.LoopPeriod
 	if period <= 0 {
 		period = time.Second
+	}
+	if s.Fence != nil {
+		for _, q := range s.Queues {
+			q.parkFencedKeys(ctx, s.Fence, &wg)
+		}
 	}
 	for _, q := range s.Queues {
 		for range s.Workers {

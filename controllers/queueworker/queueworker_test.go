@@ -170,3 +170,97 @@ func TestSplitKeyDropsWhatNoRetryCanSplit(t *testing.T) {
 		}
 	}
 }
+
+// testFence is a write fence the test opens and closes.
+type testFence struct {
+	mu     sync.Mutex
+	open   bool
+	opened chan struct{}
+}
+
+var errFenced = errors.New("write fenced: this replica does not hold the lease")
+
+func (f *testFence) Refused(err error) bool { return errors.Is(err, errFenced) }
+
+func (f *testFence) WhenOpen() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.opened == nil {
+		f.opened = make(chan struct{})
+	}
+	if f.open {
+		close(f.opened)
+		ch := f.opened
+		f.opened = nil
+		return ch
+	}
+	return f.opened
+}
+
+func (f *testFence) setOpen(open bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.open = open
+	if open && f.opened != nil {
+		close(f.opened)
+		f.opened = nil
+	}
+}
+
+func (f *testFence) isOpen() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.open
+}
+
+func TestAKeyTheFenceRefusedWaitsForItToReopenAndIsSyncedAtOnceWithoutBackoff(t *testing.T) {
+	fence := &testFence{}
+	var mu sync.Mutex
+	synced := 0
+	q := NewQueue("fenced", "fenced-controller", func(context.Context, string) error {
+		mu.Lock()
+		synced++
+		mu.Unlock()
+		if !fence.isOpen() {
+			return errFenced
+		}
+		return nil
+	}, Retry{})
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return synced
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Run(ctx, Spec{Controller: "fenced-controller", Workers: 1, Queues: []Loop{q}, Fence: fence,
+			Informers: []controllers.InformerSync{{Name: "things", Synced: func() bool { return true }}}})
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	q.Add("ns/a")
+	deadline := time.Now().Add(5 * time.Second)
+	for count() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	// Parked, not backed off: no retry while the fence stays closed, no requeue counted.
+	time.Sleep(300 * time.Millisecond)
+	if n := count(); n != 1 {
+		t.Fatalf("a key the fence refused was synced %d times while it stayed closed; want once, then parked", n)
+	}
+	if n := q.NumRequeues("ns/a"); n != 0 {
+		t.Errorf("a fenced key was counted as %d failures", n)
+	}
+	opened := time.Now()
+	fence.setOpen(true)
+	for count() < 2 && time.Since(opened) < 5*time.Second {
+		time.Sleep(time.Millisecond)
+	}
+	if count() != 2 {
+		t.Fatalf("the parked key was synced %d times in all after the fence reopened; want once more", count())
+	}
+}
