@@ -271,6 +271,13 @@ bench-scale: build ## Side-by-side at 30 000 pods (issue 33): rounds, alternatin
 	@hack/build-control-plane.sh >/dev/null
 	$(GO) run ./test/bench/cmd/scalebench --mini-kcm bin/mini-kcm $(BENCH_SCALE_FLAGS)
 
+# Not part of bench: the outages of issue 47 (kube-apiserver frozen, stopped, killed and
+# restarted, etcd stopped), side by side with kube-controller-manager, each at its shipped
+# defaults, from the e2e outage test's RECOVERY lines (about 2.5 minutes a run).
+.PHONY: bench-recovery
+bench-recovery: build control-plane ## Recovery after control-plane outages, side by side with kube-controller-manager (ROUNDS=N runs of each, default 2; ~10 min).
+	$(GO) run ./test/bench/cmd/recoverybench --mini-kcm bin/mini-kcm --rounds $(or $(ROUNDS),2)
+
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck (also over the make test-long tests).
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \

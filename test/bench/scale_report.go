@@ -331,32 +331,44 @@ const (
 // results JSON relative to root, and headlineEnd) with that results file's Headline. It
 // returns how many quotes it wrote.
 func QuoteScaleHeadlines(doc []byte, root string) ([]byte, int, error) {
+	return quoteHeadlines(doc, headlineBegin, headlineEnd, func(path string) (string, error) {
+		report, err := ReadScaleReport(filepath.Join(root, path))
+		if err != nil {
+			return "", err
+		}
+		return report.Headline(), nil
+	})
+}
+
+// quoteHeadlines rewrites every quote in doc between begin (which names a results file,
+// closed by "-->") and end with headline(that file). It returns how many it wrote.
+func quoteHeadlines(doc []byte, begin, end string, headline func(path string) (string, error)) ([]byte, int, error) {
 	var out strings.Builder
 	rest := string(doc)
 	quotes := 0
 	for {
-		i := strings.Index(rest, headlineBegin)
+		i := strings.Index(rest, begin)
 		if i < 0 {
 			out.WriteString(rest)
 			return []byte(out.String()), quotes, nil
 		}
 		lineEnd := strings.Index(rest[i:], "-->")
 		if lineEnd < 0 {
-			return nil, quotes, fmt.Errorf("a %q marker is not closed by -->", headlineBegin)
+			return nil, quotes, fmt.Errorf("a %q marker is not closed by -->", begin)
 		}
-		path := strings.TrimSpace(rest[i+len(headlineBegin) : i+lineEnd])
-		end := strings.Index(rest[i:], headlineEnd)
-		if end < 0 {
-			return nil, quotes, fmt.Errorf("the quote of %s has no %q after it", path, headlineEnd)
+		path := strings.TrimSpace(rest[i+len(begin) : i+lineEnd])
+		stop := strings.Index(rest[i:], end)
+		if stop < 0 {
+			return nil, quotes, fmt.Errorf("the quote of %s has no %q after it", path, end)
 		}
-		report, err := ReadScaleReport(filepath.Join(root, path))
+		text, err := headline(path)
 		if err != nil {
 			return nil, quotes, fmt.Errorf("the quote of %s: %w", path, err)
 		}
 		out.WriteString(rest[:i+lineEnd+len("-->")])
-		out.WriteString("\n" + report.Headline())
-		out.WriteString(headlineEnd)
-		rest = rest[i+end+len(headlineEnd):]
+		out.WriteString("\n" + text)
+		out.WriteString(end)
+		rest = rest[i+stop+len(end):]
 		quotes++
 	}
 }

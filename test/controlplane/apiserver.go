@@ -201,6 +201,25 @@ func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
 	return cp.StartAPIServer(ctx)
 }
 
+// StopEtcd stops etcd with SIGTERM (killing it after 3 seconds) and leaves
+// kube-apiserver running: every request that needs storage then fails, while the
+// apiserver itself keeps answering, until StartEtcd.
+func (cp *ControlPlane) StopEtcd() {
+	cp.stopComponent(Etcd, 3*time.Second)
+}
+
+// StartEtcd starts etcd again on the same ports and data directory after StopEtcd,
+// and waits until it is healthy; kube-apiserver reconnects on its own.
+func (cp *ControlPlane) StartEtcd(ctx context.Context) error {
+	cp.mu.Lock()
+	running := cp.processes[Etcd] != nil
+	cp.mu.Unlock()
+	if running {
+		return fmt.Errorf("%s is already running", Etcd)
+	}
+	return cp.startEtcd(ctx)
+}
+
 // httpGet returns the body of a 200 response.
 func httpGet(ctx context.Context, client *http.Client, url string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
