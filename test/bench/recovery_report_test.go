@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -46,5 +48,26 @@ func TestRecoveryLinesBecomeATablePerOutageKindAndAVerdict(t *testing.T) {
 	}
 	if h := report.Headline(); !strings.Contains(h, "apiserver-frozen-30s 0.04–0.05 s against 0.12–0.13 s") {
 		t.Errorf("headline %q", h)
+	}
+}
+
+// docs/high-availability.md quotes make bench-recovery's results as Headline renders
+// them from the checked-in JSON, so the quote cannot drift from the figures.
+func TestTheDocsQuoteTheRecoveryResultsAsMeasured(t *testing.T) {
+	root := filepath.Join("..", "..")
+	doc := "docs/high-availability.md"
+	data, err := os.ReadFile(filepath.Join(root, doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	quoted, n, err := QuoteRecoveryHeadlines(data, root)
+	if err != nil {
+		t.Fatalf("%s: %v", doc, err)
+	}
+	if n == 0 {
+		t.Errorf("%s quotes no make bench-recovery headline (a %q marker)", doc, recoveryHeadlineBegin)
+	}
+	if string(quoted) != string(data) {
+		t.Errorf("%s quotes figures other than its results file's: run `go run ./test/bench/cmd/recoverybench --render test/bench/results/recovery.json`", doc)
 	}
 }
