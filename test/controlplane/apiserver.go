@@ -2,11 +2,13 @@ package controlplane
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -60,26 +62,95 @@ func (cp *ControlPlane) writeAPIServerFiles() error {
 	if err != nil {
 		return err
 	}
-	return writeFiles(map[string][]byte{
+	etcdFiles, err := cp.etcdPKI()
+	if err != nil {
+		return err
+	}
+	files := map[string][]byte{
 		cp.pkiPath("ca.crt"):                []byte(cp.ca.certPEM),
 		cp.pkiPath("apiserver.crt"):         serving.certPEM,
 		cp.pkiPath("apiserver.key"):         serving.keyPEM,
 		cp.pkiPath("service-account.key"):   saKey,
 		filepath.Join(cp.dir, "audit.yaml"): []byte(auditPolicy),
-	})
+	}
+	maps.Copy(files, etcdFiles)
+	return writeFiles(files)
+}
+
+// etcdPKI makes etcd's certificates, under a CA of its own that signs nothing else:
+// etcd serves its clients and its peer port with mutual TLS and trusts only that CA, so
+// that only kube-apiserver and the harness itself, which hold its client certificates,
+// reach it. Anyone who could write to etcd would own the cluster, and in node mode the
+// root kubelet runs what the cluster asks: a local user must not get that far. The
+// certificates of the apiserver's users, signed by the cluster CA, do not open etcd.
+func (cp *ControlPlane) etcdPKI() (map[string][]byte, error) {
+	var err error
+	if cp.etcdCA, err = newCertificateAuthority(); err != nil {
+		return nil, err
+	}
+	files := map[string][]byte{cp.pkiPath("etcd/ca.crt"): cp.etcdCA.certPEM}
+	for _, c := range []struct {
+		name   string
+		usages []x509.ExtKeyUsage
+	}{
+		{"server", []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}},
+		// The peer certificate serves the peer port and authenticates etcd to its peers.
+		{"peer", []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}},
+		{"apiserver-client", []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}},
+		{"harness-client", []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}},
+	} {
+		pair, err := cp.etcdCA.issueFor(pkix.Name{CommonName: "etcd-" + c.name}, c.usages)
+		if err != nil {
+			return nil, err
+		}
+		files[cp.pkiPath("etcd/"+c.name+".crt")] = pair.certPEM
+		files[cp.pkiPath("etcd/"+c.name+".key")] = pair.keyPEM
+	}
+	return files, nil
+}
+
+// EtcdClientURL is etcd's client address (https, mutual TLS).
+func (cp *ControlPlane) EtcdClientURL() string {
+	return "https://127.0.0.1:" + strconv.Itoa(cp.ports.etcdClient)
+}
+
+// etcdHTTPClient is the harness's client of etcd's HTTP endpoints (/health), with the
+// harness's etcd client certificate; without it, etcd refuses the connection.
+func (cp *ControlPlane) etcdHTTPClient() (*http.Client, error) {
+	cert, err := tls.LoadX509KeyPair(cp.pkiPath("etcd/harness-client.crt"), cp.pkiPath("etcd/harness-client.key"))
+	if err != nil {
+		return nil, fmt.Errorf("loading the harness's etcd client certificate: %w", err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(cp.etcdCA.cert)
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		RootCAs: roots, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}}}, nil
 }
 
 func (cp *ControlPlane) startEtcd(ctx context.Context) error {
-	clientURL := "http://127.0.0.1:" + strconv.Itoa(cp.ports.etcdClient)
-	peerURL := "http://127.0.0.1:" + strconv.Itoa(cp.ports.etcdPeer)
+	clientURL := cp.EtcdClientURL()
+	peerURL := "https://127.0.0.1:" + strconv.Itoa(cp.ports.etcdPeer)
+	client, err := cp.etcdHTTPClient()
+	if err != nil {
+		return err
+	}
 	p, err := cp.start(Etcd, []string{
 		"--name=default",
 		"--data-dir=" + filepath.Join(cp.dir, "etcd"),
 		"--listen-client-urls=" + clientURL,
 		"--advertise-client-urls=" + clientURL,
+		// Mutual TLS on both ports, trusting etcd's own CA only (see etcdPKI).
+		"--cert-file=" + cp.pkiPath("etcd/server.crt"),
+		"--key-file=" + cp.pkiPath("etcd/server.key"),
+		"--client-cert-auth=true",
+		"--trusted-ca-file=" + cp.pkiPath("etcd/ca.crt"),
 		"--listen-peer-urls=" + peerURL,
 		"--initial-advertise-peer-urls=" + peerURL,
 		"--initial-cluster=default=" + peerURL,
+		"--peer-cert-file=" + cp.pkiPath("etcd/peer.crt"),
+		"--peer-key-file=" + cp.pkiPath("etcd/peer.key"),
+		"--peer-client-cert-auth=true",
+		"--peer-trusted-ca-file=" + cp.pkiPath("etcd/ca.crt"),
 		// Durability is worthless for a throwaway cluster, and fsync dominates etcd's
 		// latency on a shared CI disk.
 		"--unsafe-no-fsync=true",
@@ -89,7 +160,7 @@ func (cp *ControlPlane) startEtcd(ctx context.Context) error {
 		return err
 	}
 	return cp.waitReady(ctx, p, func(ctx context.Context) error {
-		body, err := httpGet(ctx, http.DefaultClient, clientURL+"/health")
+		body, err := httpGet(ctx, client, clientURL+"/health")
 		if err != nil {
 			return err
 		}
@@ -105,7 +176,10 @@ func (cp *ControlPlane) startEtcd(ctx context.Context) error {
 
 func (cp *ControlPlane) apiServerArgs() []string {
 	args := []string{
-		"--etcd-servers=http://127.0.0.1:" + strconv.Itoa(cp.ports.etcdClient),
+		"--etcd-servers=" + cp.EtcdClientURL(),
+		"--etcd-cafile=" + cp.pkiPath("etcd/ca.crt"),
+		"--etcd-certfile=" + cp.pkiPath("etcd/apiserver-client.crt"),
+		"--etcd-keyfile=" + cp.pkiPath("etcd/apiserver-client.key"),
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(cp.ports.apiServer),
 		"--cert-dir=" + filepath.Join(cp.dir, "pki"),

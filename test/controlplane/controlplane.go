@@ -84,10 +84,12 @@ const (
 // ControlPlane is a running local control plane. Its methods are safe for concurrent
 // use.
 type ControlPlane struct {
-	opts       Options
-	dir        string
-	removeDir  bool
-	ca         *certificateAuthority
+	opts      Options
+	dir       string
+	removeDir bool
+	ca        *certificateAuthority
+	// etcdCA signs etcd's certificates and no one else's (see etcdPKI).
+	etcdCA     *certificateAuthority
 	ports      ports
 	adminPath  string
 	restConfig *rest.Config
@@ -153,7 +155,7 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 			cp.Stop()
 		}
 	}()
-	for _, sub := range []string{"pki", "logs", "kubeconfigs", "etcd", "kube-scheduler", "kwok"} {
+	for _, sub := range []string{"pki", "pki/etcd", "logs", "kubeconfigs", "etcd", "kube-scheduler", "kwok"} {
 		if err := os.MkdirAll(filepath.Join(cp.dir, sub), 0o700); err != nil {
 			return nil, fmt.Errorf("creating control plane directory: %w", err)
 		}
@@ -308,7 +310,8 @@ func (cp *ControlPlane) Stop() error {
 			cp.stopComponent(name, 10*time.Second)
 		}
 		if cp.removeDir {
-			cp.stopErr = os.RemoveAll(cp.dir)
+			// Not through a node's mounts its cleanup could not undo.
+			cp.stopErr = removeUnmounted(cp.dir)
 		}
 	})
 	return cp.stopErr

@@ -2,7 +2,11 @@ package controlplane
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strings"
 	"syscall"
@@ -24,6 +28,52 @@ func TestControlPlaneRunsPodsLikeARealCluster(t *testing.T) {
 	t.Logf("full control plane started in %v", time.Since(begin).Round(10*time.Millisecond))
 	ctx := t.Context()
 	client := cp.Client()
+
+	t.Run("etcd answers only the holders of its own client certificates", func(t *testing.T) {
+		// Plain HTTP, TLS without a certificate, and the certificate of an apiserver
+		// user (the admin's, signed by the cluster CA) are all refused; the
+		// harness's etcd client certificate gets an answer.
+		get := func(client *http.Client, url string) error {
+			resp, err := client.Get(url)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			_, _ = io.Copy(io.Discard, resp.Body)
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("%s", resp.Status)
+			}
+			return nil
+		}
+		plainURL := strings.Replace(cp.EtcdClientURL(), "https://", "http://", 1)
+		if err := get(&http.Client{Timeout: 5 * time.Second}, plainURL+"/health"); err == nil {
+			t.Error("etcd answered plain HTTP")
+		}
+		roots := x509.NewCertPool()
+		roots.AddCert(cp.etcdCA.cert)
+		insecure := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+		if err := get(&http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: insecure}}, cp.EtcdClientURL()+"/health"); err == nil {
+			t.Error("etcd answered a TLS client without a certificate")
+		}
+		admin, err := tls.X509KeyPair(cp.restConfig.CertData, cp.restConfig.KeyData)
+		if err != nil {
+			t.Fatal(err)
+		}
+		withUserCert := &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{admin}, MinVersion: tls.VersionTLS12}
+		if err := get(&http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: withUserCert}}, cp.EtcdClientURL()+"/health"); err == nil {
+			t.Error("etcd answered the admin's apiserver client certificate")
+		}
+		harness, err := cp.etcdHTTPClient()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := get(harness, cp.EtcdClientURL()+"/health"); err != nil {
+			t.Errorf("etcd refused the harness's own client certificate: %v", err)
+		}
+		if info, err := os.Stat(cp.Dir()); err != nil || info.Mode().Perm() != 0o700 {
+			t.Errorf("the control plane directory, which holds the keys: %v, %v; want mode 0700", info.Mode().Perm(), err)
+		}
+	})
 
 	t.Run("a plain pod is scheduled and becomes Running and Ready with a pod IP", func(t *testing.T) {
 		pod := &corev1.Pod{

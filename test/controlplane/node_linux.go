@@ -16,7 +16,8 @@ package controlplane
 //	                          Service's endpoint: the harness listens on
 //	                          10.255.0.1:<apiserver port> and forwards each connection
 //	                          to 127.0.0.1:<apiserver port> on the host
-//	  0.0.0.0:10250           kubelet API (anonymous, reachable only in the namespace)
+//	  127.0.0.1:10250         kubelet API (webhook authentication and authorization
+//	                          through the apiserver, no anonymous requests)
 //	  127.0.0.1:10248         kubelet healthz
 //	  127.0.0.1:10249/10256   kube-proxy metrics and healthz
 //	  cni0 10.244.0.1/24      the CNI bridge; pods get 10.244.0.2-254 from host-local
@@ -37,10 +38,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -382,16 +387,27 @@ cgroupRoot: %[1]q
 containerRuntimeEndpoint: unix://%[2]s
 staticPodPath: %[3]q
 podLogsDir: %[4]q
-address: 0.0.0.0
+# The kubelet API only on the namespace's loopback: no pod but a hostNetwork one
+# reaches it, and nothing outside the namespace. Every request is authenticated (client
+# certificates of the cluster CA, tokens by TokenReview) and authorized by the apiserver
+# (SubjectAccessReview: nodes/proxy, nodes/log, ...), as a kubeadm node does: a pod
+# cannot exec into another one and read its token.
+address: 127.0.0.1
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
 authentication:
   anonymous:
-    enabled: true
-  webhook:
     enabled: false
+  webhook:
+    enabled: true
+  x509:
+    clientCAFile: %[5]q
 authorization:
-  mode: AlwaysAllow
+  mode: Webhook
+# A serving certificate of the cluster CA, for the node's addresses, so that its clients
+# verify the kubelet (it would make a self-signed one).
+tlsCertFile: %[6]q
+tlsPrivateKeyFile: %[7]q
 clusterDomain: cluster.local
 failSwapOn: false
 # A shared CI disk may be fuller than the defaults allow.
@@ -404,7 +420,12 @@ imageGCLowThresholdPercent: 99
 # Quicker reaction to a pod's changes than the defaults, at a node's cost only.
 syncFrequency: 10s
 fileCheckFrequency: 2s
-`, record.cgroupRoot(), record.containerdSocket(), filepath.Join(dir, "manifests"), filepath.Join(dir, "pod-logs"))
+`, record.cgroupRoot(), record.containerdSocket(), filepath.Join(dir, "manifests"), filepath.Join(dir, "pod-logs"), cp.pkiPath("ca.crt"),
+		filepath.Join(dir, "kubelet-serving.crt"), filepath.Join(dir, "kubelet-serving.key"))
+	serving, err := cp.ca.issue(pkix.Name{CommonName: "system:node:" + NodeName}, x509.ExtKeyUsageServerAuth, nodeAPIServerIP)
+	if err != nil {
+		return err
+	}
 
 	proxy := fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
@@ -430,6 +451,8 @@ iptables:
 		filepath.Join(dir, "cni/net.d/10-mini-kcm.conflist"): []byte(cni),
 		filepath.Join(dir, "kubelet.yaml"):                   []byte(kubelet),
 		filepath.Join(dir, "kube-proxy.yaml"):                []byte(proxy),
+		filepath.Join(dir, "kubelet-serving.crt"):            serving.certPEM,
+		filepath.Join(dir, "kubelet-serving.key"):            serving.keyPEM,
 	})
 }
 
@@ -532,16 +555,19 @@ func (cp *ControlPlane) stopNode() {
 // process group, and containers are their children.
 func killNodeWorkloads(record nodeRecord) {
 	var sockets []string
+	root, socket := record.cgroupRoot(), record.containerdSocket()
 	for range 20 {
-		pids := cgroupPids(record.cgroupRoot())
-		shims, shimSockets := findShims(record.containerdSocket())
-		pids = append(pids, shims...)
+		pids := cgroupPids(root)
+		shims, shimSockets := findShims(socket)
 		sockets = append(sockets, shimSockets...)
-		if len(pids) == 0 {
+		if len(pids)+len(shims) == 0 {
 			break
 		}
 		for _, pid := range pids {
-			killNodeProcess(pid)
+			killNodeProcess(pid, func(pid int) bool { return inCgroup(pid, root) })
+		}
+		for _, pid := range shims {
+			killNodeProcess(pid, func(pid int) bool { return isShimOf(pid, socket) })
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -571,12 +597,48 @@ func cgroupPids(root string) []int {
 	return pids
 }
 
-// killNodeProcess kills pid unless it is init or the harness itself, which no node
-// process is.
-func killNodeProcess(pid int) {
-	if pid > 1 && pid != os.Getpid() {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+// killNodeProcess kills the process pid if it is still one of the node's, as ours
+// says (its cgroup, its command line), and never init or the harness itself. A pid
+// read a moment ago may belong to another process by now, if the one read exited and
+// the pid was reused: so the process is pinned first (a pidfd, which refers to one
+// process whatever happens to its pid), checked second, and signalled through the
+// pin, so that a reused pid is never killed.
+func killNodeProcess(pid int, ours func(pid int) bool) {
+	if pid <= 1 || pid == os.Getpid() {
+		return
 	}
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return // gone already
+	}
+	defer unix.Close(fd)
+	// While the pinned process lives its pid is its own, so what /proc says of the
+	// pid now is of that process; if it died meanwhile, the signal below fails.
+	if !ours(pid) {
+		return
+	}
+	_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+}
+
+// inCgroup reports whether the process pid is in root's subtree of some hierarchy.
+func inCgroup(pid int, root string) bool {
+	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cgroup"))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		// hierarchy-ID:controllers:path
+		if parts := strings.SplitN(line, ":", 3); len(parts) == 3 && (parts[2] == root || strings.HasPrefix(parts[2], root+"/")) {
+			return true
+		}
+	}
+	return false
+}
+
+// isShimOf reports whether the process pid is a containerd shim serving socket.
+func isShimOf(pid int, socket string) bool {
+	shims, _ := shimsOf(socket, []int{pid})
+	return len(shims) == 1
 }
 
 func containsInt(list []int, n int) bool {
@@ -593,12 +655,20 @@ func containsInt(list []int, n int) bool {
 // <containerd address>/<namespace>/<id> (runtime/v2/shim.SocketAddress).
 func findShims(socket string) (pids []int, sockets []string) {
 	entries, _ := os.ReadDir("/proc")
+	var all []int
 	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			all = append(all, pid)
 		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+	}
+	return shimsOf(socket, all)
+}
+
+// shimsOf returns those of pids that are containerd shims serving socket, and the
+// sockets they leave behind.
+func shimsOf(socket string, candidates []int) (pids []int, sockets []string) {
+	for _, pid := range candidates {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
 		if err != nil {
 			continue
 		}
@@ -798,8 +868,9 @@ func cleanupAbandonedNodes() {
 		groups, _ := os.ReadDir(h)
 		for _, g := range groups {
 			if pid, ok := nodeOwner(g.Name()); ok && g.IsDir() && !processAlive(pid) {
-				for _, p := range cgroupPids("/" + g.Name()) {
-					killNodeProcess(p)
+				root := "/" + g.Name()
+				for _, p := range cgroupPids(root) {
+					killNodeProcess(p, func(pid int) bool { return inCgroup(pid, root) })
 				}
 				_ = removeCgroups("/" + g.Name())
 			}
@@ -911,6 +982,47 @@ func (f *forwarder) stop() {
 	f.conns = nil
 	f.mu.Unlock()
 	f.wg.Wait()
+}
+
+// KubeletAPI returns an HTTPS client of the node's kubelet API, which listens on the
+// node namespace's loopback, and its address: the client dials there, from inside the
+// namespace, as cert (nil: none) with the cluster CA trusted.
+func (cp *ControlPlane) KubeletAPI(cert *tls.Certificate) (*http.Client, string) {
+	client := cp.HTTPSClient(cert)
+	transport := client.Transport.(*http.Transport)
+	netns := cp.node.record.Netns
+	transport.DialContext = func(ctx context.Context, network, address string) (net.Conn, error) {
+		return dialInNetns(ctx, netns, network, address)
+	}
+	return client, "https://127.0.0.1:10250"
+}
+
+// dialInNetns opens a connection from inside a network namespace, as listenInNetns
+// listens in one: the socket stays in the namespace it was made in.
+func dialInNetns(ctx context.Context, netns, network, address string) (net.Conn, error) {
+	type result struct {
+		c   net.Conn
+		err error
+	}
+	results := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		fd, err := os.Open("/run/netns/" + netns)
+		if err != nil {
+			results <- result{err: err}
+			return
+		}
+		defer fd.Close()
+		if err := unix.Setns(int(fd.Fd()), unix.CLONE_NEWNET); err != nil {
+			results <- result{err: fmt.Errorf("entering network namespace %s: %w", netns, err)}
+			return
+		}
+		var d net.Dialer
+		c, err := d.DialContext(ctx, network, address)
+		results <- result{c: c, err: err}
+	}()
+	r := <-results
+	return r.c, r.err
 }
 
 // listenInNetns opens a TCP listener inside a network namespace. The goroutine locks

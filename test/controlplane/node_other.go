@@ -4,7 +4,8 @@ package controlplane
 
 import (
 	"context"
-	"errors"
+	"crypto/tls"
+	"net/http"
 )
 
 // Node component names, also the names of their log files.
@@ -22,8 +23,6 @@ const PauseImage = "registry.local/pause:dev"
 
 // NodeInstallCommand installs what the node needs on Debian or Ubuntu.
 const NodeInstallCommand = "apt-get install -y containerd runc containernetworking-plugins iptables conntrack iproute2 util-linux"
-
-var errNodeNeedsLinux = errors.New("the local node needs Linux (network namespaces, cgroups, containerd)")
 
 type node struct{}
 
@@ -60,3 +59,6 @@ func (cp *ControlPlane) ContainerPID(context.Context, string) (int, error) {
 func (cp *ControlPlane) startNode(context.Context) error { return errNodeNeedsLinux }
 func (cp *ControlPlane) stopNode()                       {}
 func cleanupAbandonedNodes()                             {}
+
+// KubeletAPI needs the node, which needs Linux.
+func (cp *ControlPlane) KubeletAPI(*tls.Certificate) (*http.Client, string) { return nil, "" }

@@ -12,6 +12,7 @@ import (
 	"math/big"
 	"net"
 	"os"
+	"slices"
 	"time"
 )
 
@@ -67,6 +68,12 @@ type keyPair struct {
 // reach the apiserver by those); client certificates carry the user in CN and the
 // groups in O, which is how the apiserver's x509 authenticator reads them.
 func (ca *certificateAuthority) issue(subject pkix.Name, usage x509.ExtKeyUsage, extraIPs ...net.IP) (keyPair, error) {
+	return ca.issueFor(subject, []x509.ExtKeyUsage{usage}, extraIPs...)
+}
+
+// issueFor is issue for a certificate of several usages: a serving certificate that
+// also authenticates its holder as a client (etcd's peer certificate) gets both.
+func (ca *certificateAuthority) issueFor(subject pkix.Name, usages []x509.ExtKeyUsage, extraIPs ...net.IP) (keyPair, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return keyPair{}, fmt.Errorf("generating key for %q: %w", subject.CommonName, err)
@@ -82,9 +89,9 @@ func (ca *certificateAuthority) issue(subject pkix.Name, usage x509.ExtKeyUsage,
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     now.Add(365 * 24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+		ExtKeyUsage:  usages,
 	}
-	if usage == x509.ExtKeyUsageServerAuth {
+	if slices.Contains(usages, x509.ExtKeyUsageServerAuth) {
 		template.DNSNames = []string{"localhost", "kubernetes", "kubernetes.default",
 			"kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}
 		template.IPAddresses = append([]net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, extraIPs...)

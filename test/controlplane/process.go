@@ -30,7 +30,8 @@ type ProcessSpec struct {
 // Process is a running child. It lives in its own process group, so that a signal
 // reaches every descendant and a terminal's Ctrl-C reaches only the parent, which
 // then stops the children in order. On Linux the kernel kills it if the parent dies,
-// however the parent dies (panic, test timeout, SIGKILL), so nothing is left behind.
+// however the parent dies (panic, test timeout, SIGKILL), and what is left of its
+// group when it exits is killed, so nothing is left behind.
 type Process struct {
 	spec    ProcessSpec
 	cmd     *exec.Cmd
@@ -62,6 +63,10 @@ func StartProcess(spec ProcessSpec) (*Process, error) {
 
 	p := &Process{spec: spec, cmd: cmd, logFile: logFile, done: make(chan struct{})}
 	go func() {
+		// What is left of the group once its leader exited is killed before the leader
+		// is reaped: then the group's id cannot have been given to anyone else.
+		awaitExit(cmd.Process.Pid)
+		_ = signalGroup(cmd.Process.Pid, syscall.SIGKILL)
 		err := cmd.Wait()
 		p.state = cmd.ProcessState
 		var exitErr *exec.ExitError
@@ -138,9 +143,9 @@ func (p *Process) Stop(grace time.Duration) {
 		_ = p.Signal(syscall.SIGKILL)
 		<-p.done
 	}
-	// A process that exited on SIGTERM may have left children in its group; the group
-	// kill reaches them even though the leader is gone.
-	_ = signalGroup(p.cmd.Process.Pid, syscall.SIGKILL)
+	// Children a process that exited on SIGTERM left in its group were killed before
+	// it was reaped (see StartProcess); a group signal now could reach a group that
+	// reused its id.
 }
 
 // Kill kills the process group with SIGKILL and waits for the process to exit.

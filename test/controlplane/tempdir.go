@@ -50,7 +50,47 @@ func removeAbandonedDirs() {
 			continue
 		}
 		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-			_ = os.RemoveAll(dir)
+			if err := removeUnmounted(dir); err != nil {
+				fmt.Fprintf(os.Stderr, "WARNING: mini-kcm test harness: %v\n", err)
+			}
 		}
 	}
+}
+
+// errNodeNeedsLinux is the error of the node's functions off Linux.
+var errNodeNeedsLinux = errors.New("the local node needs Linux (network namespaces, cgroups, containerd)")
+
+// removeUnmounted removes dir and everything in it, unless a file system is still
+// mounted beneath it (a node whose cleanup failed: an overlay root, a volume, a bind
+// mount of a host path). RemoveAll would walk into those and delete what they show,
+// which may be the host's own files; the directory then stays for the next run to
+// clean up once the mounts are gone.
+func removeUnmounted(dir string) error {
+	mounted, err := mountedUnder(dir)
+	if err != nil {
+		return fmt.Errorf("not removing %s: reading the mounts: %w", dir, err)
+	}
+	if len(mounted) > 0 {
+		return fmt.Errorf("not removing %s: %d file systems are still mounted beneath it (%s); the next run removes it once they are gone",
+			dir, len(mounted), strings.Join(mounted, ", "))
+	}
+	return os.RemoveAll(dir)
+}
+
+// mountedUnder lists the mount points beneath dir.
+func mountedUnder(dir string) ([]string, error) {
+	points, err := MountPoints()
+	if errors.Is(err, errNodeNeedsLinux) {
+		return nil, nil // no node, no mounts of ours
+	}
+	if err != nil {
+		return nil, err
+	}
+	var under []string
+	for _, p := range points {
+		if strings.HasPrefix(p, filepath.Clean(dir)+"/") {
+			under = append(under, p)
+		}
+	}
+	return under, nil
 }
