@@ -56,7 +56,7 @@ Controllers: ` + strings.Join(reg.Names(), ", ") + ".",
 			if err := logsapi.ValidateAndApply(opts.Logs, opts.FeatureGates.Gate); err != nil {
 				return err
 			}
-			warnIfRequestBodiesLogged(klog.Background(), opts.Logs.Verbosity)
+			warnIfRequestBodiesLogged(klog.Background(), opts)
 			cliflag.PrintFlags(cmd.Flags())
 			cfg, err := opts.Config(reg)
 			if err != nil {

@@ -37,6 +37,8 @@ type Options struct {
 	Controllers map[string]controllers.Options
 	// Logs is component-base's logging configuration (-v, --logging-format, ...).
 	Logs *logsapi.LoggingConfiguration
+	// LogSafety refuses a verbosity at which credentials would be logged.
+	LogSafety *LogSafetyOptions
 
 	// flagSets are the flags Flags returned, which /flagz lists with their values.
 	flagSets cliflag.NamedFlagSets
@@ -53,6 +55,7 @@ func NewOptions() *Options {
 		Metrics:        metrics.NewOptions(),
 		FeatureGates:   NewFeatureGateOptions(),
 		Logs:           logsapi.NewLoggingConfiguration(),
+		LogSafety:      NewLogSafetyOptions(),
 	}
 }
 
@@ -72,6 +75,7 @@ func (o *Options) Flags(reg *controllers.Registry) cliflag.NamedFlagSets {
 	o.Debugging.AddFlags(fss.FlagSet("debugging"))
 	o.Metrics.AddFlags(fss.FlagSet("metrics"))
 	logsapi.AddFlags(o.Logs, fss.FlagSet("logs"))
+	o.LogSafety.AddFlags(fss.FlagSet("logs"))
 	misc := fss.FlagSet("misc")
 	// component-base's --version: true, raw (every field) or vX.Y.Z (sets the reported
 	// version). Its value is a process-wide global of verflag's, read by the command.
@@ -90,6 +94,7 @@ func (o *Options) Validate(reg *controllers.Registry) []error {
 	errs = append(errs, o.LeaderElection.Validate()...)
 	errs = append(errs, o.Sharding.Validate(o.LeaderElection.LeaderElect)...)
 	errs = append(errs, o.Serving.Validate()...)
+	errs = append(errs, o.LogSafety.Validate(o.Logs)...)
 	for _, err := range o.Metrics.Validate() {
 		// The library names its configuration fields; say which flags they are.
 		errs = append(errs, fmt.Errorf("metrics flags (--show-hidden-metrics-for-version, --disabled-metrics, "+
