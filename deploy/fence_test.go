@@ -130,7 +130,7 @@ func TestFencePolicyMatchesExactlyMiniKCMsIdentities(t *testing.T) {
 		got = append(got, m[1])
 	}
 	sts := only[*appsv1.StatefulSet](t, loadKustomization(t, "."))
-	want := []string{serviceaccount.MakeUsername(sts.Namespace, sts.Spec.Template.Spec.ServiceAccountName), "mini-kcm"}
+	want := []string{serviceaccount.MakeUsername(sts.Namespace, sts.Spec.Template.Spec.ServiceAccountName), "system:mini-kcm"}
 	for _, account := range controllerServiceAccounts {
 		want = append(want, serviceaccount.MakeUsername("kube-system", account))
 	}

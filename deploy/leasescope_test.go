@@ -22,9 +22,11 @@ const leaseScopePolicyName = "mini-kcm-lease-scope"
 // apiserver evaluates it: its match condition and its one validation, over the request
 // variable (only the fields the expressions read are set).
 type leaseScope struct {
-	policy                       *admissionregistrationv1.ValidatingAdmissionPolicy
-	binding                      *admissionregistrationv1.ValidatingAdmissionPolicyBinding
-	matches, validates, explains cel.Program
+	policy  *admissionregistrationv1.ValidatingAdmissionPolicy
+	binding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	matches cel.Program
+	// validations are each validation's expression and messageExpression, in order.
+	validations []struct{ validates, explains cel.Program }
 }
 
 func loadLeaseScope(t *testing.T, dir string) leaseScope {
@@ -44,8 +46,8 @@ func loadLeaseScope(t *testing.T, dir string) leaseScope {
 	if ls.policy == nil || ls.binding == nil {
 		t.Fatalf("deploy/%s has no ValidatingAdmissionPolicy and binding %s", dir, leaseScopePolicyName)
 	}
-	if len(ls.policy.Spec.MatchConditions) != 1 || len(ls.policy.Spec.Validations) != 1 {
-		t.Fatalf("policy %s: %d match conditions and %d validations, want one of each", ls.policy.Name,
+	if len(ls.policy.Spec.MatchConditions) != 1 || len(ls.policy.Spec.Validations) == 0 {
+		t.Fatalf("policy %s: %d match conditions and %d validations, want one and some", ls.policy.Name,
 			len(ls.policy.Spec.MatchConditions), len(ls.policy.Spec.Validations))
 	}
 	env, err := cel.NewEnv(cel.Variable("request", cel.MapType(cel.StringType, cel.DynType)))
@@ -64,8 +66,10 @@ func loadLeaseScope(t *testing.T, dir string) leaseScope {
 		return prg
 	}
 	ls.matches = compile("match condition", ls.policy.Spec.MatchConditions[0].Expression)
-	ls.validates = compile("validation", ls.policy.Spec.Validations[0].Expression)
-	ls.explains = compile("messageExpression", ls.policy.Spec.Validations[0].MessageExpression)
+	for _, v := range ls.policy.Spec.Validations {
+		ls.validations = append(ls.validations, struct{ validates, explains cel.Program }{
+			compile("validation", v.Expression), compile("messageExpression", v.MessageExpression)})
+	}
 	return ls
 }
 
@@ -87,10 +91,13 @@ func (ls leaseScope) admits(t *testing.T, user string, op admissionregistrationv
 	if eval(ls.matches) != true {
 		return true, ""
 	}
-	if eval(ls.validates) == true {
-		return true, ""
+	// The apiserver refuses with the first validation that fails.
+	for _, v := range ls.validations {
+		if eval(v.validates) != true {
+			return false, fmt.Sprint(eval(v.explains))
+		}
 	}
-	return false, fmt.Sprint(eval(ls.explains))
+	return true, ""
 }
 
 // leaseScopeInstalls are the installs and the identity their replicas write Leases as:
@@ -108,13 +115,14 @@ var leaseScopeInstalls = []struct {
 		writes: []admissionregistrationv1.OperationType{admissionregistrationv1.Create}},
 	{dir: "sharded", subject: rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "mini-kcm", Namespace: "kube-system"},
 		writes: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete}},
-	{dir: "static-pod", user: "mini-kcm", subject: rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "mini-kcm"},
+	{dir: "static-pod", user: "system:mini-kcm", subject: rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "system:mini-kcm"},
 		writes: []admissionregistrationv1.OperationType{admissionregistrationv1.Create}},
 }
 
 // Every install keeps its replicas to their own Leases: every Lease write the single
 // leader and the shard protocol make (the names of --leader-elect-resource-name) passes
-// the lease-scope policy, and a write of any other Lease that the install's RBAC allows
+// the lease-scope policy, but for deletes, which it allows of membership Leases only
+// (the others are the write fence's parameters), and a write of any other Lease that the install's RBAC allows
 // (a create of any name in kube-system, for the sharded Role an update and delete too)
 // is refused, kube-controller-manager's and kube-scheduler's first, whether or not that
 // Lease exists yet. Users other than the replicas' are not the policy's business.
@@ -144,7 +152,16 @@ func TestEveryInstallKeepsItsReplicasToTheirOwnLeases(t *testing.T) {
 			}
 			for _, name := range own {
 				for _, op := range writes {
-					if ok, msg := ls.admits(t, user, op, namespace, name); !ok {
+					ok, msg := ls.admits(t, user, op, namespace, name)
+					// Deletes of the fence's parameters (the base, plan and shard
+					// Leases) are refused: only membership Leases are ever deleted.
+					member := strings.HasPrefix(name, lease+"-member-")
+					switch {
+					case op == admissionregistrationv1.Delete && !member && ok:
+						t.Errorf("the lease-scope policy lets %s delete Lease %s/%s, a parameter of the write fence", user, namespace, name)
+					case op == admissionregistrationv1.Delete && !member && !strings.Contains(msg, "membership Leases"):
+						t.Errorf("the refusal of a delete of %s/%s says %q; want it to name what may be deleted", namespace, name, msg)
+					case (op != admissionregistrationv1.Delete || member) && !ok:
 						t.Errorf("the lease-scope policy refuses %s of Lease %s/%s, which the replicas need: %s", op, namespace, name, msg)
 					}
 				}

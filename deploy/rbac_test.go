@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -236,7 +237,7 @@ func subjectsUnderTest(t *testing.T) map[string]struct {
 		subject rbacv1.Subject
 	}{
 		"serviceaccount": {".", rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: sts.Spec.Template.Spec.ServiceAccountName, Namespace: sts.Namespace}},
-		"static pod":     {"static-pod", rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "mini-kcm"}},
+		"static pod":     {"static-pod", rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "system:mini-kcm"}},
 	}
 }
 
@@ -452,5 +453,42 @@ func TestTokenRequestsCoverExactlyTheControllersServiceAccounts(t *testing.T) {
 	slices.Sort(granted)
 	if !slices.Equal(granted, want) {
 		t.Errorf("mini-kcm:token-requests grants tokens for %v, want exactly the controllers' ServiceAccounts %v", granted, want)
+	}
+}
+
+// The static pod's certificate user carries the "system:" prefix, as kubeadm's
+// system:kube-controller-manager does: Kubernetes reserves it for its own components,
+// outside the names an identity provider's users are mapped to, so that no login
+// inherits the user's grants (the token requests of the four controllers'
+// ServiceAccounts among them), as a plain "mini-kcm" could. Every user the install binds
+// is so named, and the README's command issues the certificate for it.
+func TestTheStaticPodsUserIsOneNoTokenAuthenticatorCanName(t *testing.T) {
+	var users []string
+	for _, b := range all[*rbacv1.ClusterRoleBinding](loadKustomization(t, "static-pod")) {
+		for _, s := range b.Subjects {
+			if s.Kind == rbacv1.UserKind {
+				users = append(users, s.Name)
+				if !strings.HasPrefix(s.Name, "system:") {
+					t.Errorf("ClusterRoleBinding %s binds the user %q, which a token authenticator may produce; want a system: name", b.Name, s.Name)
+				}
+			}
+		}
+	}
+	for _, b := range all[*rbacv1.RoleBinding](loadKustomization(t, "static-pod")) {
+		for _, s := range b.Subjects {
+			if s.Kind == rbacv1.UserKind && !strings.HasPrefix(s.Name, "system:") {
+				t.Errorf("RoleBinding %s/%s binds the user %q, which a token authenticator may produce; want a system: name", b.Namespace, b.Name, s.Name)
+			}
+		}
+	}
+	if len(users) == 0 {
+		t.Fatal("deploy/static-pod/ binds no user: the test proves nothing")
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "--client-name=" + users[0]; !strings.Contains(string(readme), want) {
+		t.Errorf("deploy/README.md does not issue the static pod's certificate for its user (%s)", want)
 	}
 }

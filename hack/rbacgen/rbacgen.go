@@ -50,7 +50,7 @@ const (
 	// and ProcessUser the static pods' certificate user (deploy/static-pod/): the
 	// identities the fence matches besides the controllers'.
 	ProcessServiceAccount = "mini-kcm"
-	ProcessUser           = "mini-kcm"
+	ProcessUser           = "system:mini-kcm"
 
 	// controllerFiles matches the per-controller files: one that no registered
 	// controller generates is stale (a controller removed or renamed).
@@ -585,7 +585,8 @@ func shardFenceRBACFile(reg *controllers.Registry) []byte {
 	b.WriteString(meta("ClusterRole", rbacAPIVersion, "mini-kcm:shard-fence-bindings", ""))
 	b.WriteString("rules:\n")
 	b.WriteString(rule("A replica checks at start that every shard Lease has its binding of "+leaderelection.ShardFencePolicyName+
-		"; RBAC cannot narrow a list by name.", "admissionregistration.k8s.io",
+		", found by its paramRef, since its name is the installer's; RBAC cannot narrow a list by name, and "+
+		"bindings hold no secrets (docs/security.md, \"Threat model\").", "admissionregistration.k8s.io",
 		[]string{"validatingadmissionpolicybindings"}, nil, []string{"list"}))
 	b.WriteString("---\n")
 	b.WriteString(meta("ClusterRoleBinding", rbacAPIVersion, "mini-kcm:shard-fence-bindings", ""))

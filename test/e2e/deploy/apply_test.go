@@ -171,8 +171,8 @@ func TestTheStaticPodInstallApplies(t *testing.T) {
 			}
 		}
 	}
-	if !slices.Contains(users, "mini-kcm") {
-		t.Errorf("no binding of deploy/static-pod/ names the certificate user mini-kcm; users bound: %v", users)
+	if !slices.Contains(users, "system:mini-kcm") {
+		t.Errorf("no binding of deploy/static-pod/ names the certificate user system:mini-kcm; users bound: %v", users)
 	}
 
 	// Rendered as README.md says: kubectl kustomize deploy/static-pod/pod/.

@@ -29,7 +29,8 @@ const leaseScopePolicy = "mini-kcm-lease-scope"
 // ServiceAccount's own token, creating, renewing or deleting kube-controller-manager's
 // or kube-scheduler's Lease is refused by the policy, which the refusal names, and
 // leaves those Leases as they were; the coordinator's, plan, shard and membership Leases
-// of the install's --leader-elect-resource-name are written as the protocol needs.
+// of the install's --leader-elect-resource-name are written as the protocol needs, but
+// only membership Leases may be deleted: the others are the write fence's parameters.
 //
 // The apiserver's RBAC allows every one of those writes (checked first), so each
 // refusal is the policy's. The deploy/ suite is the one whose apiserver runs mini-kcm's
@@ -139,9 +140,12 @@ func TestTheShardedInstallKeepsItsReplicasToTheirOwnLeases(t *testing.T) {
 		}
 	}
 
-	// The install's own Leases: the protocol creates, renews and deletes them.
+	// The install's own Leases: the protocol creates and renews them, and deletes
+	// membership Leases only; the others are the write fence's parameters, which the
+	// policy keeps from being deleted (a missing one admits every writer).
+	member := sharding.MemberLeaseName(inst.leaseName, "mini-kcm-0_0b6a")
 	for _, name := range []string{sharding.PlanLeaseName(inst.leaseName), sharding.ShardLeaseName(inst.leaseName, 0),
-		sharding.ShardLeaseName(inst.leaseName, 5), sharding.MemberLeaseName(inst.leaseName, "mini-kcm-0_0b6a")} {
+		sharding.ShardLeaseName(inst.leaseName, 5), member} {
 		created, err := asMiniKCM.Create(ctx, standIn(name), metav1.CreateOptions{})
 		if err != nil {
 			t.Errorf("create of Lease %s by %s: %v", name, user, err)
@@ -152,8 +156,12 @@ func TestTheShardedInstallKeepsItsReplicasToTheirOwnLeases(t *testing.T) {
 		if _, err := asMiniKCM.Update(ctx, created, metav1.UpdateOptions{}); err != nil {
 			t.Errorf("update of Lease %s by %s: %v", name, user, err)
 		}
-		if err := asMiniKCM.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-			t.Errorf("delete of Lease %s by %s: %v", name, user, err)
+		err = asMiniKCM.Delete(ctx, name, metav1.DeleteOptions{})
+		switch {
+		case name == member && err != nil:
+			t.Errorf("delete of the membership Lease %s by %s: %v", name, user, err)
+		case name != member && (!apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "mini-kcm-lease-scope")):
+			t.Errorf("delete of Lease %s, a parameter of the write fence, by %s: %v; want the lease-scope policy's refusal", name, user, err)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/mini-kcm/mini-kcm/sharding"
 	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
 )
 
@@ -36,7 +37,7 @@ func replicasServiceAccountConfig(t *testing.T) *rest.Config {
 // user, mini-kcm.
 func staticPodUserConfig(t *testing.T) *rest.Config {
 	t.Helper()
-	path, err := framework.ControlPlane(t).AddUser("mini-kcm")
+	path, err := framework.ControlPlane(t).AddUser("system:mini-kcm")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,5 +81,40 @@ func assertLeaseScope(t *testing.T, install string, cfg *rest.Config) {
 	})
 	if _, err := admin.Get(t.Context(), otherComponentsLease, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("%s: reading Lease %s/%s after the refused create returned %v, want NotFound", install, leaseNamespace, otherComponentsLease, err)
+	}
+}
+
+// assertFenceParametersUndeletable checks, with the sharded replicas' own credentials
+// (whose Role may delete any Lease of kube-system, since RBAC can name neither the
+// membership Leases nor a prefix), that the lease-scope policy refuses them a delete of
+// the Leases the write fence reads as its parameters: the base Lease, the plan and
+// every shard's. A missing parameter lets the fence's bindings admit every writer
+// (parameterNotFoundAction: Allow), so such a delete would open a shard to anyone.
+func assertFenceParametersUndeletable(t *testing.T, cfg *rest.Config) {
+	t.Helper()
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := framework.ControlPlane(t).Client().CoordinationV1().Leases(leaseNamespace)
+	names := []string{leaseName, sharding.PlanLeaseName(leaseName), sharding.ShardLeaseName(leaseName, 0)}
+	framework.EventuallyEvery(t, time.Minute, time.Second, func() error {
+		for _, name := range names {
+			if _, err := admin.Get(t.Context(), name, metav1.GetOptions{}); err != nil {
+				return fmt.Errorf("waiting for Lease %s/%s: %v", leaseNamespace, name, err)
+			}
+		}
+		return nil
+	})
+	for _, name := range names {
+		err := client.CoordinationV1().Leases(leaseNamespace).Delete(t.Context(), name, metav1.DeleteOptions{})
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "mini-kcm-lease-scope") || !strings.Contains(err.Error(), "membership Leases") {
+			t.Errorf("deleting Lease %s/%s as the replicas returned %v; want the lease-scope policy's refusal", leaseNamespace, name, err)
+			continue
+		}
+		if _, err := admin.Get(t.Context(), name, metav1.GetOptions{}); err != nil {
+			t.Errorf("Lease %s/%s after the refused delete: %v", leaseNamespace, name, err)
+		}
+		t.Logf("deploy/sharded/: the replicas' delete of Lease %s/%s was refused: %v", leaseNamespace, name, err)
 	}
 }

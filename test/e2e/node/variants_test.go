@@ -32,7 +32,7 @@ func TestStaticPodTakesTheLeaseAndReconciles(t *testing.T) {
 	staticPodUser := staticPodUserConfig(t)
 
 	pod := renderStaticPod(t)
-	kubeconfig, err := cp.NodeKubeconfig("mini-kcm")
+	kubeconfig, err := cp.NodeKubeconfig("system:mini-kcm")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,6 +106,7 @@ func TestShardedOverlayGivesEachReplicaItsFairShare(t *testing.T) {
 	waitPodsReady(t, leaseNamespace, miniKCMLabels, 3, 3*time.Minute)
 	assertLeaseScope(t, "deploy/sharded/", replicasServiceAccountConfig(t))
 	t.Cleanup(func() { deleteShardLeases(t) })
+	assertFenceParametersUndeletable(t, replicasServiceAccountConfig(t))
 
 	client := framework.ControlPlane(t).Client()
 	framework.EventuallyEvery(t, 2*time.Minute, 200*time.Millisecond, func() error {
