@@ -40,7 +40,10 @@ the namespaces are cut into shards, each with a Lease of its own, and every repl
 the controllers on the namespaces of the shards it holds. "mini-kcm leader" prints who
 holds the Lease and, sharded, the plan and each shard's holder.
 
-Controllers: ` + strings.Join(reg.Names(), ", ") + ".",
+Controllers: ` + strings.Join(reg.Names(), ", ") + `.
+
+Supported kube-apiserver versions: ` + options.SupportedAPIServers() + ` (tested; a newer one
+is warned about at start).`,
 		PersistentPreRunE: func(*cobra.Command, []string) error {
 			// mini-kcm watches whatever the cluster serves; deprecation warnings would
 			// repeat on every list and are for API clients written by humans.

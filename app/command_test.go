@@ -20,6 +20,7 @@ import (
 
 	"github.com/mini-kcm/mini-kcm/controllers"
 	"github.com/mini-kcm/mini-kcm/controllers/replicaset"
+	"github.com/mini-kcm/mini-kcm/options"
 	"github.com/mini-kcm/mini-kcm/sharding"
 )
 
@@ -98,6 +99,8 @@ func TestHelpShowsSectionsAndTheKnownControllers(t *testing.T) {
 		"\n\nControllers: replicaset-controller, tokencleaner-controller.\n",
 		"Disabled-by-default controllers: tokencleaner-controller",
 		"mini-kcm leader",
+		"Supported kube-apiserver versions: " + options.SupportedAPIServers(),
+		"--allow-credentials-in-logs",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("--help does not show %q", want)

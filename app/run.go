@@ -220,6 +220,7 @@ func (r *replica) processStages(ctx context.Context, apiServerWait time.Duration
 			}
 			return nil, err
 		}
+		r.checkAPIServerVersion(klog.FromContext(ctx))
 		var probing sync.WaitGroup
 		probing.Go(func() { r.probe.Run(probeCtx, apiServerProbeInterval) })
 		return probing.Wait, nil
@@ -231,6 +232,26 @@ func (r *replica) processStages(ctx context.Context, apiServerWait time.Duration
 		return running.Wait, nil
 	})
 	return process
+}
+
+// checkAPIServerVersion warns, at error severity so that log filters keep it, when the
+// apiserver's version is outside the range mini-kcm is tested against
+// (options.CheckAPIServerVersion). A warning, not a refusal: a newer apiserver is within
+// Kubernetes' skew policy, and refusing would stop the controllers at the moment a
+// control-plane upgrade needs them.
+func (r *replica) checkAPIServerVersion(logger klog.Logger) {
+	info, err := r.probeClient.Discovery().ServerVersion()
+	if err != nil {
+		logger.Info("Warning: could not read the apiserver's version", "err", err)
+		return
+	}
+	emulated := info.EmulationMajor + "." + info.EmulationMinor
+	if problem := options.CheckAPIServerVersion(*info); problem != "" {
+		logger.Error(nil, "WARNING: "+problem, "apiserver", info.GitVersion, "emulating", emulated, "supported", options.SupportedAPIServers())
+		return
+	}
+	logger.Info("The apiserver's version is supported", "apiserver", info.GitVersion, "emulating", emulated,
+		"supported", options.SupportedAPIServers())
 }
 
 // enabledAndDisabled returns the enabled controllers and the registered ones that are

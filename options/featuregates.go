@@ -9,17 +9,12 @@ import (
 	"github.com/spf13/pflag"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/apimachinery/pkg/util/version"
 	basecompatibility "k8s.io/component-base/compatibility"
 	"k8s.io/component-base/featuregate"
 	logsapi "k8s.io/component-base/logs/api/v1"
 
 	"github.com/mini-kcm/mini-kcm/controllers"
 )
-
-// emulatedVersion is the Kubernetes version whose gate defaults mini-kcm has: the one
-// whose behaviour it clones.
-var emulatedVersion = version.MajorMinor(1, 37)
 
 // FeatureGateOptions holds --feature-gates: the gates the registered controllers declare
 // in their descriptors (controllers.FeatureGate) and component-base's
@@ -51,7 +46,7 @@ func NewFeatureGateOptions() *FeatureGateOptions {
 	// The set is fixed at compile time; failing to add it is a programming error.
 	utilruntime.Must(logsapi.AddFeatureGates(gate))
 	// Emulation reaches three minor versions back, as kube-controller-manager's.
-	floor := emulatedVersion.SubtractMinor(3)
+	floor := oldestAPIServer
 	versions := basecompatibility.NewComponentGlobalsRegistry()
 	utilruntime.Must(versions.Register(basecompatibility.DefaultKubeComponent,
 		basecompatibility.NewEffectiveVersion(emulatedVersion, false, floor, floor), gate))

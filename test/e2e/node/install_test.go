@@ -65,6 +65,7 @@ func importImages(t *testing.T) {
 		tarball := filepath.Join(cp.Dir(), "images.tar")
 		out, err := exec.Command(tools, "--out", tarball,
 			miniKCMImage+"="+binary,
+			miniKCMNextImage+"="+binary,
 			controlplane.PauseImage+"="+filepath.Join(controlplane.BinDir(), "pause"),
 			sampleImage+"="+filepath.Join(controlplane.BinDir(), "sample-server"),
 		).CombinedOutput()

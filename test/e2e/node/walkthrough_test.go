@@ -142,8 +142,8 @@ type docRunner struct {
 	bin string
 	// manifestPath is the static pod manifest the check reads.
 	manifestPath string
-	// deploy replaces the page's deploy/.
-	deploy string
+	// deploy replaces the page's deploy/, and overlay its <overlay>.
+	deploy, overlay string
 }
 
 func newDocRunner(t *testing.T) *docRunner {
@@ -182,6 +182,7 @@ func (d *docRunner) run(command string, code int, want string) string {
 		"<admin kubeconfig>", framework.ControlPlane(d.t).KubeconfigPath(),
 		"/etc/kubernetes/manifests/kube-controller-manager.yaml", d.manifestPath,
 		" deploy/", " "+d.deploy+"/",
+		"<overlay>", d.overlay,
 	).Replace(command)
 	ctx, cancel := context.WithTimeout(d.t.Context(), 6*time.Minute)
 	defer cancel()
