@@ -71,7 +71,8 @@ type Gate struct {
 	current *outage
 	// wake tells Run that the gate closed.
 	wake chan struct{}
-	// replaced is closed when the gate opens after an outage with a refusal.
+	// replaced is closed when the gate opens after an outage in which the
+	// apiserver's process was gone.
 	replaced chan struct{}
 	// running is set while Run runs; a gate without its prober never closes.
 	running bool

@@ -377,3 +377,33 @@ func TestOnlyAnOutageThatFoundTheProcessGoneIsAReplacement(t *testing.T) {
 		})
 	}
 }
+
+// TestFailureKindNamesTheKindWithoutTheErrorsText: /statusz/replica shows the kind of
+// an informer's last failure; the error's own text names the apiserver's address and
+// the request's URL, which that page does not show.
+func TestFailureKindNamesTheKindWithoutTheErrorsText(t *testing.T) {
+	url := "https://10.0.0.1:6443/api/v1/pods?watch=true"
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{&net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, "connection refused"},
+		{errors.New("Get \"" + url + "\": read tcp 127.0.0.1:1->10.0.0.1:6443: read: connection reset by peer"), "connection reset"},
+		{errors.New("Get \"" + url + "\": net/http: TLS handshake timeout"), "TLS handshake timeout"},
+		{errors.New("Get \"" + url + "\": http2: server sent GOAWAY and closed the connection"), "closed by the apiserver (GOAWAY)"},
+		{errors.New("Get \"" + url + "\": unexpected EOF"), "stream ended unexpectedly"},
+		{errors.New("Get \"" + url + "\": EOF"), "connection closed"},
+		{context.DeadlineExceeded, "timed out"},
+		{context.Canceled, "canceled"},
+		{errors.New("Get \"" + url + "\": tls: failed to verify certificate: x509: certificate signed by unknown authority"), "TLS error"},
+		{errors.New("Get \"" + url + "\": something else"), "request failed"},
+	} {
+		got := failureKind(c.err)
+		if got != c.want {
+			t.Errorf("failureKind(%q) = %q, want %q", c.err, got, c.want)
+		}
+		if strings.Contains(got, "10.0.0.1") {
+			t.Errorf("failureKind(%q) = %q names the address", c.err, got)
+		}
+	}
+}

@@ -1,15 +1,18 @@
 package reconnect
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/endpoints/request"
 )
@@ -35,7 +38,8 @@ type connection struct {
 	since time.Time
 	// received is when the last list answered or watch event arrived.
 	received time.Time
-	// lastError is why the last request or watch failed, "" if none did since.
+	// lastError says what kind of failure the last request or watch met, "" if none
+	// since (failureKind: no text of the error, which names the apiserver's address).
 	lastError string
 }
 
@@ -48,7 +52,8 @@ type InformerStatus struct {
 	Since time.Time
 	// Received is when it last received anything; zero before that.
 	Received time.Time
-	// LastError is why it last failed, if it did.
+	// LastError is the kind of its last failure ("connection refused", "403
+	// Forbidden", ...), if it failed since it last succeeded.
 	LastError string
 }
 
@@ -144,7 +149,36 @@ func (c call) update(change func(conn *connection, now time.Time)) {
 
 // failed records a request that did not get an answer.
 func (c call) failed(err error) {
-	c.update(func(conn *connection, _ time.Time) { conn.lastError = err.Error() })
+	c.update(func(conn *connection, _ time.Time) { conn.lastError = failureKind(err) })
+}
+
+// failureKind names the kind of a failed request without its text, which holds the
+// apiserver's address and the request's URL: /statusz/replica shows it.
+func failureKind(err error) string {
+	msg := err.Error()
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case utilnet.IsConnectionRefused(err) || strings.Contains(msg, "connection refused"):
+		return "connection refused"
+	case utilnet.IsConnectionReset(err) || strings.Contains(msg, "connection reset by peer"):
+		return "connection reset"
+	case strings.Contains(msg, "TLS handshake timeout"):
+		return "TLS handshake timeout"
+	case utilnet.IsHTTP2ConnectionLost(err):
+		return "connection lost (no answer to the HTTP/2 health check)"
+	case strings.Contains(msg, "server sent GOAWAY"):
+		return "closed by the apiserver (GOAWAY)"
+	case errors.Is(err, io.ErrUnexpectedEOF) || strings.HasSuffix(msg, "unexpected EOF"):
+		return "stream ended unexpectedly"
+	case errors.Is(err, io.EOF) || strings.HasSuffix(msg, ": EOF"):
+		return "connection closed"
+	case utilnet.IsTimeout(err) || errors.Is(err, context.DeadlineExceeded):
+		return "timed out"
+	case strings.Contains(msg, "x509:") || strings.Contains(msg, "tls:"):
+		return "TLS error"
+	}
+	return "request failed"
 }
 
 // answered records resp and returns it, a watch's with its body followed (watchBody).
@@ -198,7 +232,7 @@ func (b *watchBody) Read(p []byte) (int, error) {
 		b.end("")
 		return n, err
 	}
-	b.end(err.Error())
+	b.end(failureKind(err))
 	if Unreachable(err) && b.gate != nil {
 		b.gate.close(err)
 	}
