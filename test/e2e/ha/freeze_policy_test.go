@@ -2,6 +2,7 @@ package ha
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -213,11 +214,31 @@ func TestAPIServerFenceWindowAfterATakeover(t *testing.T) {
 		completions = append(completions, completed)
 		refusals = append(refusals, refusal)
 	}
+	line, err := json.Marshal(struct {
+		Takeovers     int     `json:"takeovers"`
+		AdmittedAfter []int   `json:"admittedAfter"`
+		WindowMicros  []int64 `json:"windowMicroseconds"`
+		Completed     []int64 `json:"completedMicroseconds"`
+	}{takeovers, admittedAfter, micros(windows), micros(completions)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// make bench-fence collects these lines (test/bench/fence_report.go).
+	t.Logf("FENCE-WINDOW %s", line)
 	t.Logf("HA-NUMBERS apiserver-fence window over %d takeovers (apiserver clock, from its answer to the Lease update): "+
 		"old holder's writes received after it and admitted=%v, the last received after %v (p50 %v, max %v); "+
 		"admitted writes answered after it, up to %v (p50 %v, max %v); first refused received after %v",
 		takeovers, admittedAfter, roundAll(windows), percentile(windows, 50), percentile(windows, 100),
 		roundAll(completions), percentile(completions, 50), percentile(completions, 100), roundAll(refusals))
+}
+
+// micros returns ds in microseconds.
+func micros(ds []time.Duration) []int64 {
+	out := make([]int64, len(ds))
+	for i, d := range ds {
+		out[i] = d.Microseconds()
+	}
+	return out
 }
 
 // percentile returns the p-th percentile of ds (nearest rank), rounded to the

@@ -13,12 +13,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -61,7 +58,7 @@ func main() {
 	if *rounds < 1 {
 		fail(2, "--rounds must be at least 1, got %d", *rounds)
 	}
-	if *out != "" && !*allowDirty && treeDirty() {
+	if *out != "" && !*allowDirty && bench.TrackedChanges() {
 		fail(2, "the tree has uncommitted changes: commit them, or pass --allow-dirty")
 	}
 	binary, err := filepath.Abs(*miniKCM)
@@ -83,7 +80,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	report := bench.RecoveryReport{Commit: commit(), Date: time.Now().UTC().Format("2006-01-02"), CPUs: runtime.NumCPU()}
+	report := bench.RecoveryReport{Commit: bench.HeadCommit(), Date: time.Now().UTC().Format("2006-01-02"), CPUs: runtime.NumCPU()}
 	for round := 1; round <= *rounds; round++ {
 		order := []string{"mini-kcm", "kube-controller-manager"}
 		if round%2 == 0 {
@@ -118,23 +115,18 @@ func main() {
 // runOnce runs the outage test against impl and reads its RECOVERY lines.
 func runOnce(ctx context.Context, impl, binary, logPath string) (bench.RecoveryRun, error) {
 	run := bench.RecoveryRun{Implementation: impl}
-	logFile, err := os.Create(logPath)
+	upstream := map[bool]string{true: "1", false: "0"}[impl != "mini-kcm"]
+	output, passed, err := bench.RunE2ETest(ctx, "./test/e2e/ha/", outageTest, 1,
+		[]string{"MINI_KCM_BINARY=" + binary, "MINI_KCM_E2E_UPSTREAM=" + upstream}, logPath)
 	if err != nil {
 		return run, err
 	}
-	defer logFile.Close()
-	var output bytes.Buffer
-	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-v", "-timeout=20m", "-run", outageTest, "./test/e2e/ha/")
-	cmd.Env = append(os.Environ(), "MINI_KCM_BINARY="+binary, "MINI_KCM_E2E_UPSTREAM="+map[bool]string{true: "1", false: "0"}[impl != "mini-kcm"])
-	cmd.Stdout = io.MultiWriter(logFile, &output)
-	cmd.Stderr = logFile
-	runErr := cmd.Run()
-	run.Passed = runErr == nil
-	if run.Outages, err = bench.ParseRecoveryLines(&output); err != nil {
+	run.Passed = passed
+	if run.Outages, err = bench.ParseRecoveryLines(bytes.NewReader(output)); err != nil {
 		return run, err
 	}
 	if len(run.Outages) == 0 {
-		return run, fmt.Errorf("the test logged no RECOVERY line (%v); see %s", runErr, logPath)
+		return run, fmt.Errorf("the test logged no RECOVERY line; see %s", logPath)
 	}
 	for _, o := range run.Outages {
 		if o.Implementation != impl {
@@ -146,48 +138,5 @@ func runOnce(ctx context.Context, impl, binary, logPath string) (bench.RecoveryR
 
 // writeResults writes <dir>/<name>.json and .md, and quotes the docs again.
 func writeResults(report bench.RecoveryReport, dir, name, docs string) error {
-	data, err := json.MarshalIndent(report, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, name+".json"), append(data, '\n'), 0o644); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, name+".md"), []byte(report.Markdown()), 0o644); err != nil {
-		return err
-	}
-	for _, doc := range strings.Split(docs, ",") {
-		if doc = strings.TrimSpace(doc); doc == "" {
-			continue
-		}
-		text, err := os.ReadFile(doc)
-		if err != nil {
-			return err
-		}
-		quoted, n, err := bench.QuoteRecoveryHeadlines(text, ".")
-		if err != nil {
-			return fmt.Errorf("%s: %w", doc, err)
-		}
-		if n > 0 {
-			if err := os.WriteFile(doc, quoted, 0o644); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// commit names the commit measured.
-func commit() string {
-	out, err := exec.Command("git", "rev-parse", "--short=12", "HEAD").Output()
-	if err != nil {
-		return "unknown"
-	}
-	return strings.TrimSpace(string(out))
-}
-
-// treeDirty reports whether the working tree has uncommitted changes.
-func treeDirty() bool {
-	out, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output()
-	return err != nil || len(strings.TrimSpace(string(out))) > 0
+	return bench.WriteResults(dir, name, report, report.Markdown(), docs, bench.QuoteRecoveryHeadlines)
 }
