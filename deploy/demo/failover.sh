@@ -11,8 +11,8 @@
 # 3. Crash: SIGKILLs the new leader's container (nothing is released: the Lease must
 #    expire) and times the takeover.
 # 4. Freeze (unless FREEZE=0): SIGSTOPs the leader's process, times the takeover, then
-#    SIGCONTs it: it finds the Lease in other hands, exits, and the kubelet restarts it
-#    as a standby.
+#    SIGCONTs it: it finds the Lease in other hands and steps down into a standby, with
+#    no exit and no restart (frozen_leader_restarts counts any the kubelet made).
 # 5. Scales the sample app to 5 and shows the new leader reconciling it: ReplicaSet, pods,
 #    Endpoints and EndpointSlices follow.
 #
