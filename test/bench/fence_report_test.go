@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -22,5 +24,25 @@ func TestFenceWindowLinesBecomeAHeadlineWithTheWorstWindow(t *testing.T) {
 	want := "2 runs, 14 takeovers: a write of the old holder received after the apiserver had answered the takeover was admitted in 2 of them, at most 3.4 ms after it (p50 0.0 ms); admitted writes were still being answered up to 9.8 ms after it (p50 0.0 ms)"
 	if h := r.Headline(); !strings.Contains(h, want) {
 		t.Errorf("headline %q\nwant it to say %q", h, want)
+	}
+}
+
+// docs/fencing.md quotes make bench-fence's results as Headline renders them from the
+// checked-in JSON, so the quote cannot drift from the figures.
+func TestTheDocsQuoteTheFenceWindowAsMeasured(t *testing.T) {
+	root := filepath.Join("..", "..")
+	data, err := os.ReadFile(filepath.Join(root, "docs", "fencing.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	quoted, n, err := QuoteFenceWindowHeadlines(data, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Errorf("docs/fencing.md quotes no make bench-fence headline (a %q marker)", fenceHeadlineBegin)
+	}
+	if string(quoted) != string(data) {
+		t.Error("docs/fencing.md quotes figures other than its results file's: run `go run ./test/bench/cmd/fencebench --render test/bench/results/fence-window.json`")
 	}
 }
