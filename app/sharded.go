@@ -70,6 +70,9 @@ func (r *replica) newShardedReplica() (*sharding.Replica, error) {
 		Recorder:           func() record.EventRecorder { return events.Recorder(eventComponent) },
 		Cluster:            cluster,
 		Campaigning:        r.ready.SetStandby,
+		// The coordinator, one replica at a time, looks for kube-controller-manager
+		// still running the controllers, as a single leader does.
+		Coordinating: r.upstream.Run,
 		Term: func(ctx context.Context, term sharding.Term) error {
 			m := *manager
 			m.clients = builder.ForShardTerm(term.Fence, mode.namespace+"/"+sharding.ShardLeaseName(mode.name, term.Shard),

@@ -1,13 +1,14 @@
 // Package handover checks the hand-over of mini-kcm's controllers between
 // kube-controller-manager and mini-kcm, so that each has exactly one owner: Evaluate
 // decides who runs each controller from kube-controller-manager's --controllers (read
-// by Sources from its static pod manifest or its pods, evaluated by the same code as
-// mini-kcm's own flag) and both Leases, for `mini-kcm handover check`; Watch lets a
+// by Sources from this node's static pod manifest and every control-plane node's pod,
+// evaluated by the same code as mini-kcm's own flag), mini-kcm's replicas' flags and
+// both Leases, for `mini-kcm handover check`; Watch lets a
 // running leader notice kube-controller-manager writing what its controllers own.
 //
-// Limits: the check trusts the flags and Leases it reads (a Lease says nothing of which
-// controllers its holder runs), and the watch sees a fight only once
-// kube-controller-manager writes (see Watch and docs/handover.md).
+// Limits: the check trusts the flags and Leases it reads (the pods' command lines say
+// what each instance was started with, a Lease only who leads), and the watch sees a
+// fight only once kube-controller-manager writes (see Watch and docs/handover.md).
 package handover
 
 import (
@@ -44,7 +45,9 @@ type Instance struct {
 	Source string
 	// ManifestPath is the file the flags came from, empty for a pod.
 	ManifestPath string
-	Flags        Flags
+	// Node is the node it runs on, if known.
+	Node  string
+	Flags Flags
 }
 
 // UpstreamState is what the check found of kube-controller-manager.
@@ -61,6 +64,9 @@ type UpstreamState struct {
 	// Kubeadm is set when kubeadm manages the control plane, whose kubeadm-config
 	// ConfigMap must change too.
 	Kubeadm bool
+	// OtherNodesUnread says why the pods of the other control-plane nodes could not be
+	// read, when only the manifest was; "" when they were.
+	OtherNodesUnread string
 }
 
 // enables reports whether any instance's --controllers turns controller on: any of them
@@ -74,6 +80,35 @@ func (u UpstreamState) enables(controller string) bool {
 	return false
 }
 
+// mixed lists the controllers among names that some instances enable and others do
+// not, each with where.
+func (u UpstreamState) mixed(names []string) []string {
+	byWhere := map[string][]string{}
+	var order []string
+	for _, name := range names {
+		var on, off []string
+		for _, in := range u.Instances {
+			if slices.Contains(controllersflag.Enabled(Upstream, in.Flags.Controllers), name) {
+				on = append(on, in.Source)
+			} else {
+				off = append(off, in.Source)
+			}
+		}
+		if len(on) > 0 && len(off) > 0 {
+			where := fmt.Sprintf("on in %s, off in %s", strings.Join(on, ", "), strings.Join(off, ", "))
+			if _, ok := byWhere[where]; !ok {
+				order = append(order, where)
+			}
+			byWhere[where] = append(byWhere[where], name)
+		}
+	}
+	var out []string
+	for _, where := range order {
+		out = append(out, strings.Join(byWhere[where], ", ")+" "+where)
+	}
+	return out
+}
+
 // MiniKCMState is what the check found of mini-kcm.
 type MiniKCMState struct {
 	// Lease is namespace/name of mini-kcm's Lease.
@@ -82,9 +117,28 @@ type MiniKCMState struct {
 	Running bool
 	// RunningWhy says who holds the Lease and when it was renewed, or why nobody does.
 	RunningWhy string
-	// Controllers is mini-kcm's --controllers; the Lease does not say which controllers
-	// its holder runs, so the check assumes the value it is given (default "*").
-	Controllers []string
+	// Controllers is mini-kcm's --controllers, as its replicas' pods run it, or the
+	// value the check was given when it names one or no pod could be read (the Lease
+	// does not say which controllers its holder runs); ControllersFrom says which.
+	Controllers     []string
+	ControllersFrom string
+	// Disagree lists the replicas' different --controllers, when they differ: which
+	// of them leads decides what runs.
+	Disagree []string
+	// Sharded is set when the replicas run --shards above 1 or a plan exists: the
+	// Lease's holder coordinates, and each shard's holder runs the controllers on its
+	// namespaces. Shards is the plan's count, ShardsHeld how many have a live holder,
+	// and UnheldShards says which have none and why.
+	Sharded      bool
+	Shards       int
+	ShardsHeld   int
+	UnheldShards []string
+	// FenceProbe says what the probe of the apiserver's fence found (Sources.ProbeFence),
+	// "" when it did not run; FenceRefused is set when the fence refused the leader.
+	FenceProbe, FenceRefused string
+	// FenceLease is the namespace/name of the Lease the fence's binding judges by, when
+	// it is not mini-kcm's Lease.
+	FenceLease string
 }
 
 // Verdict is who runs one of our controllers.
@@ -135,6 +189,40 @@ func Evaluate(reg *controllers.Registry, up UpstreamState, mk MiniKCMState, want
 			"kube-system. Managed control planes, where kube-controller-manager's flags cannot be changed, are out of scope: "+
 			"mini-kcm cannot take over there.", strings.Join(up.Tried, "; ")))
 		return r
+	}
+	if up.OtherNodesUnread != "" {
+		r.Problems = append(r.Problems, fmt.Sprintf("cannot read the kube-controller-manager pods of the other control-plane "+
+			"nodes (%s): one of them may still run the controllers. Fix: use a kubeconfig that may list pods in kube-system "+
+			"(the admin kubeconfig may).", up.OtherNodesUnread))
+	}
+	if mixed := up.mixed(reg.Names()); len(mixed) > 0 {
+		r.Problems = append(r.Problems, fmt.Sprintf("kube-controller-manager's instances disagree: %s. Whichever holds "+
+			"its Lease decides, so a failover of kube-controller-manager changes who runs them. Fix: the same --controllers "+
+			"on every control-plane node.", strings.Join(mixed, "; ")))
+	}
+	if len(mk.Disagree) > 0 {
+		r.Problems = append(r.Problems, fmt.Sprintf("mini-kcm's replicas disagree: %s; whichever leads decides. Fix: give "+
+			"every replica the same --controllers (one install, one value).", strings.Join(mk.Disagree, "; ")))
+	}
+	if mk.Running && len(mk.UnheldShards) > 0 {
+		r.Problems = append(r.Problems, fmt.Sprintf("mini-kcm is sharded and %d of %d shards have no holder (%s): the "+
+			"controllers run on none of their namespaces. Fix: wait for the coordinator to hand them out (mini-kcm leader "+
+			"prints the plan), and keep at least one replica running per the install.", len(mk.UnheldShards),
+			mk.Shards, strings.Join(mk.UnheldShards, "; ")))
+	}
+	switch {
+	case mk.FenceRefused != "" && mk.FenceLease != "":
+		r.Problems = append(r.Problems, fmt.Sprintf("the apiserver refuses the writes of mini-kcm's leader: %s. The "+
+			"binding %s judges by the Lease %s, not by mini-kcm's %s. Fix: set its paramRef to mini-kcm's Lease (the "+
+			"replicas' --leader-elect-resource-namespace and -name) and apply it again; until then mini-kcm's controllers "+
+			"write nothing.", mk.FenceRefused, fenceBinding, mk.FenceLease, mk.Lease))
+	case mk.FenceRefused != "":
+		r.Problems = append(r.Problems, fmt.Sprintf("the apiserver refuses the writes of mini-kcm's leader: %s. Its "+
+			"fence judges by a Lease whose holder is not the leader: a kube-apiserver does this when it judges by the "+
+			"Lease as it was, after deploy/fence/ was uninstalled and installed again (kubernetes#130887: once no binding "+
+			"names Leases as parameters, its informer of them may stop for good). Fix: restart kube-apiserver on every "+
+			"control-plane node (kubeadm: move its static pod manifest out of /etc/kubernetes/manifests and back), then "+
+			"check again; until then mini-kcm's controllers write nothing.", mk.FenceRefused))
 	}
 	for _, in := range up.Instances {
 		for _, err := range controllersflag.Unknown(Upstream, in.Flags.Controllers) {
@@ -187,10 +275,14 @@ func (r Report) upstreamFix(names []string, enable bool) string {
 	var parts []string
 	seen := map[string]bool{}
 	for _, in := range r.Upstream.Instances {
+		enabled := controllersflag.Enabled(Upstream, in.Flags.Controllers)
+		if !slices.ContainsFunc(names, func(n string) bool { return slices.Contains(enabled, n) != enable }) {
+			continue // this instance already has them as wanted
+		}
 		value := withControllers(in.Flags.Controllers, names, enable)
 		where := "in " + in.Source
 		if in.ManifestPath == "" {
-			where = "in " + in.Source + "'s static pod manifest (or whatever writes its command line)"
+			where = "in the static pod manifest (or whatever writes the command line) of " + in.Source
 		}
 		line := fmt.Sprintf("set --controllers=%s %s", value, where)
 		if !seen[line] {
@@ -254,8 +346,15 @@ func (r Report) Print(w io.Writer) {
 	if len(up.Instances) > 0 {
 		fmt.Fprintf(w, "kube-controller-manager running: %t (%s)\n", up.Running, up.RunningWhy)
 	}
-	fmt.Fprintf(w, "mini-kcm running: %t (%s; assumed --controllers=%s)\n", r.MiniKCM.Running, r.MiniKCM.RunningWhy,
-		strings.Join(r.MiniKCM.Controllers, ","))
+	mk := r.MiniKCM
+	fmt.Fprintf(w, "mini-kcm running: %t (%s; --controllers=%s, %s)\n", mk.Running, mk.RunningWhy,
+		strings.Join(mk.Controllers, ","), mk.ControllersFrom)
+	if mk.Sharded {
+		fmt.Fprintf(w, "mini-kcm sharded: %d of %d shards held\n", mk.ShardsHeld, mk.Shards)
+	}
+	if mk.FenceProbe != "" {
+		fmt.Fprintf(w, "mini-kcm's writes at the apiserver's fence: %s\n", mk.FenceProbe)
+	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CONTROLLER\tUPSTREAM\tMINI-KCM\tRUN BY")

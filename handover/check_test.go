@@ -2,6 +2,7 @@ package handover
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 	"os"
 	"slices"
@@ -9,15 +10,21 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/mini-kcm/mini-kcm/controllers/all"
+	"github.com/mini-kcm/mini-kcm/leaderelection"
 	"github.com/mini-kcm/mini-kcm/options/controllersflag"
+	"github.com/mini-kcm/mini-kcm/sharding"
 )
 
 var now = time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
@@ -178,7 +185,7 @@ func TestCheckVerdicts(t *testing.T) {
 			upstreamPod("kube-controller-manager-b", "kube-controller-manager", "--controllers", "*,-replicaset-controller,-deployment-controller")},
 		owners: []Owner{OwnerBoth, OwnerBoth, OwnerBoth, OwnerMiniKCM},
 		problems: []string{"both run deployment-controller, endpoints-controller, endpointslice-controller:",
-			"in pod kube-system/kube-controller-manager-a's static pod manifest", "pod kube-system/kube-controller-manager-b"},
+			"in the static pod manifest (or whatever writes the command line) of pod kube-system/kube-controller-manager-a", "pod kube-system/kube-controller-manager-b"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := Sources{
@@ -269,4 +276,198 @@ func TestUpstreamListMatchesItsOwnRules(t *testing.T) {
 			t.Errorf("our %s is not one of upstream's names", name)
 		}
 	}
+}
+
+// check runs the whole check on objects, with this node's manifest disabling our
+// controllers (a hand-over done here) unless manifestControllers says otherwise.
+func check(t *testing.T, client *fake.Clientset, manifestControllers string, want Owner) Report {
+	t.Helper()
+	s := Sources{
+		Client: client,
+		ReadFile: func(path string) ([]byte, error) {
+			if path != DefaultManifestPath {
+				return nil, fs.ErrNotExist
+			}
+			return manifest(t, manifestControllers), nil
+		},
+		NodeName:       "cp-1",
+		LeaseNamespace: "kube-system", LeaseName: "mini-kube-controller-manager", Controllers: []string{"*"}, Now: now,
+		Impersonate: func(user string, extra map[string][]string) (kubernetes.Interface, error) {
+			return impersonated(client, user, extra), nil
+		},
+	}
+	ctx := context.Background()
+	up, err := s.Upstream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk, err := s.MiniKCM(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.ProbeFence(ctx, &mk)
+	r := Evaluate(all.Registry(), up, mk, want)
+	var out strings.Builder
+	r.Print(&out)
+	t.Log("\n" + out.String())
+	return r
+}
+
+// impersonated is the client a probe gets: the same fake, whose reactors see the
+// impersonated user through fenceUser.
+func impersonated(client *fake.Clientset, user string, extra map[string][]string) *fake.Clientset {
+	fenceUser = user + " " + strings.Join(extra[leaderelection.LeaseHolderExtra], ",")
+	return client
+}
+
+// fenceUser is the user and holder the last probe impersonated.
+var fenceUser string
+
+func upstreamPodOn(name, node string, command ...string) *corev1.Pod {
+	p := upstreamPod(name, command...)
+	p.Spec.NodeName = node
+	return p
+}
+
+func miniKCMPod(name string, args ...string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: name, Labels: map[string]string{"app.kubernetes.io/name": "mini-kcm"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "mini-kcm", Args: args}}},
+	}
+}
+
+const handedOver = "*,bootstrapsigner,tokencleaner,-deployment-controller,-endpoints-controller,-endpointslice-controller,-replicaset-controller"
+
+func problemsSay(t *testing.T, r Report, wants ...string) {
+	t.Helper()
+	problems := strings.Join(r.Problems, "\n")
+	for _, want := range wants {
+		if !strings.Contains(problems, want) {
+			t.Errorf("problems do not say %q:\n%s", want, problems)
+		}
+	}
+}
+
+// The check reads every control-plane node, not only the one it runs on, and tells
+// mixed settings, the replicas' own --controllers, unheld shards and a fence that
+// refuses the leader.
+func TestCheckSeesTheWholeControlPlane(t *testing.T) {
+	t.Run("another control-plane node still runs the controllers", func(t *testing.T) {
+		client := fake.NewClientset(upstreamHolds, miniKCMHolds,
+			// This node's mirror pod still shows the flags before the edit: the
+			// manifest is what its kubelet runs next, so the pod is skipped.
+			upstreamPodOn("kube-controller-manager-cp-1", "cp-1", "kube-controller-manager", "--controllers=*"),
+			upstreamPodOn("kube-controller-manager-cp-2", "cp-2", "kube-controller-manager", "--controllers="+handedOver),
+			upstreamPodOn("kube-controller-manager-cp-3", "cp-3", "kube-controller-manager", "--controllers=*"))
+		r := check(t, client, handedOver, OwnerMiniKCM)
+		if r.OK() {
+			t.Fatal("OK with cp-3 still running the controllers")
+		}
+		for _, v := range r.Verdicts {
+			if v.Owner != OwnerBoth {
+				t.Errorf("%s: %s, want %s", v.Controller, v.Owner, OwnerBoth)
+			}
+		}
+		problemsSay(t, r, "instances disagree: ", "pod kube-system/kube-controller-manager-cp-3 on node cp-3",
+			"the same --controllers on every control-plane node")
+		if strings.Contains(strings.Join(r.Problems, "\n"), "kube-controller-manager-cp-1") {
+			t.Errorf("this node's mirror pod was judged, not its manifest:\n%s", strings.Join(r.Problems, "\n"))
+		}
+	})
+	t.Run("every node handed over", func(t *testing.T) {
+		client := fake.NewClientset(upstreamHolds, miniKCMHolds,
+			upstreamPodOn("kube-controller-manager-cp-2", "cp-2", "kube-controller-manager", "--controllers="+handedOver))
+		if r := check(t, client, handedOver, OwnerMiniKCM); !r.OK() {
+			t.Errorf("problems: %q", r.Problems)
+		}
+	})
+	t.Run("the other nodes cannot be read", func(t *testing.T) {
+		client := fake.NewClientset(upstreamHolds, miniKCMHolds)
+		client.PrependReactor("list", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+			if action.GetNamespace() == "kube-system" && strings.Contains(action.(k8stesting.ListAction).GetListRestrictions().Labels.String(), "component") {
+				return true, nil, errors.New("pods is forbidden")
+			}
+			return false, nil, nil
+		})
+		r := check(t, client, handedOver, OwnerMiniKCM)
+		problemsSay(t, r, "cannot read the kube-controller-manager pods of the other control-plane nodes", "pods is forbidden")
+	})
+	t.Run("the replicas' own --controllers", func(t *testing.T) {
+		client := fake.NewClientset(upstreamHolds, miniKCMHolds,
+			miniKCMPod("mini-kcm-0", "--controllers=*,-endpoints"), miniKCMPod("mini-kcm-1", "--controllers=*,-endpoints"),
+			// Another install's replica, on another Lease: not ours.
+			miniKCMPod("other-0", "--leader-elect-resource-name=other", "--controllers=replicaset"))
+		r := check(t, client, handedOver, OwnerMiniKCM)
+		owners := map[string]Owner{}
+		for _, v := range r.Verdicts {
+			owners[v.Controller] = v.Owner
+		}
+		if owners["endpoints-controller"] != OwnerNeither || owners["replicaset-controller"] != OwnerMiniKCM {
+			t.Errorf("owners %v: want endpoints-controller run by nobody (the replicas turn it off), the others by mini-kcm", owners)
+		}
+		if r.MiniKCM.ControllersFrom != "from the pods mini-kcm-0, mini-kcm-1" {
+			t.Errorf("ControllersFrom = %q", r.MiniKCM.ControllersFrom)
+		}
+	})
+	t.Run("replicas that disagree", func(t *testing.T) {
+		client := fake.NewClientset(upstreamHolds, miniKCMHolds,
+			miniKCMPod("mini-kcm-0", "--controllers=*"), miniKCMPod("mini-kcm-1", "--controllers", "*,-endpoints"))
+		r := check(t, client, handedOver, OwnerMiniKCM)
+		problemsSay(t, r, "mini-kcm's replicas disagree", "--controllers=* in mini-kcm-0", "--controllers=*,-endpoints in mini-kcm-1")
+	})
+	t.Run("sharded with a shard nobody holds", func(t *testing.T) {
+		epoch := sharding.Epoch{Number: 1, Plan: sharding.Equal(3)}
+		plan := lease("mini-kube-controller-manager-plan", "", 0)
+		plan.Labels = sharding.Labels("mini-kube-controller-manager", sharding.RolePlan)
+		plan.Annotations = map[string]string{sharding.AnnotationPlan: epoch.String()}
+		objects := []runtime.Object{upstreamHolds, miniKCMHolds, plan, miniKCMPod("mini-kcm-0", "--shards=3")}
+		for i, ago := range []time.Duration{time.Second, time.Hour, time.Second} {
+			l := lease(sharding.ShardLeaseName("mini-kube-controller-manager", i), "mini-kcm-0_abcd", ago)
+			l.Labels = sharding.Labels("mini-kube-controller-manager", sharding.RoleShard)
+			l.Labels[sharding.LabelEpoch] = epoch.Label(i)
+			objects = append(objects, l)
+		}
+		r := check(t, fake.NewClientset(objects...), handedOver, OwnerMiniKCM)
+		problemsSay(t, r, "1 of 3 shards have no holder", "shard 1 (Lease mini-kube-controller-manager-1 expired")
+		if !r.MiniKCM.Sharded || r.MiniKCM.ShardsHeld != 2 {
+			t.Errorf("sharded %t, %d shards held; want sharded, 2", r.MiniKCM.Sharded, r.MiniKCM.ShardsHeld)
+		}
+		if r.MiniKCM.FenceProbe != "" {
+			t.Errorf("sharded writes carry a shard Lease; the probe ran: %s", r.MiniKCM.FenceProbe)
+		}
+	})
+	fenced := func(refuse bool, paramLease ...string) *fake.Clientset {
+		binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "mini-kcm-lease-fence"}}
+		for _, name := range paramLease {
+			binding.Spec.ParamRef = &admissionregistrationv1.ParamRef{Namespace: "kube-system", Name: name}
+		}
+		client := fake.NewClientset(upstreamHolds, miniKCMHolds, binding)
+		client.PrependReactor("create", "endpoints", func(action k8stesting.Action) (bool, runtime.Object, error) {
+			if refuse {
+				return true, nil, apierrors.NewForbidden(corev1.Resource("endpoints"), "mini-kcm-handover-check-probe",
+					errors.New("ValidatingAdmissionPolicy 'mini-kcm-lease-fence' with binding 'mini-kcm-lease-fence' denied request: write fenced by the apiserver"))
+			}
+			return true, action.(k8stesting.CreateAction).GetObject(), nil
+		})
+		return client
+	}
+	t.Run("the fence admits the leader", func(t *testing.T) {
+		r := check(t, fenced(false), handedOver, OwnerMiniKCM)
+		if !r.OK() || !strings.HasPrefix(r.MiniKCM.FenceProbe, "admitted: ") {
+			t.Errorf("probe %q, problems %q", r.MiniKCM.FenceProbe, r.Problems)
+		}
+		if fenceUser != "system:serviceaccount:kube-system:mini-kcm-endpoints-controller mini-kcm-0_abcd" {
+			t.Errorf("the probe impersonated %q, want the endpoints controller with the Lease's holder", fenceUser)
+		}
+	})
+	t.Run("the fence refuses the leader: the re-install trap", func(t *testing.T) {
+		r := check(t, fenced(true), handedOver, OwnerMiniKCM)
+		problemsSay(t, r, "the apiserver refuses the writes of mini-kcm's leader", "kubernetes#130887", "restart kube-apiserver")
+	})
+	t.Run("the fence judges by another Lease", func(t *testing.T) {
+		r := check(t, fenced(true, "kube-controller-manager"), handedOver, OwnerMiniKCM)
+		problemsSay(t, r, "the apiserver refuses the writes of mini-kcm's leader",
+			"judges by the Lease kube-system/kube-controller-manager, not by mini-kcm's kube-system/mini-kube-controller-manager",
+			"set its paramRef to mini-kcm's Lease")
+	})
 }

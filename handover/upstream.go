@@ -2,6 +2,7 @@ package handover
 
 import (
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/mini-kcm/mini-kcm/options/controllersflag"
@@ -116,23 +117,30 @@ func (upstreamList) DisabledByDefault() []string {
 	return names
 }
 
-// Flags are the flags of a kube-controller-manager command line this package reads.
+// Flags are the flags of a kube-controller-manager or mini-kcm command line this
+// package reads.
 type Flags struct {
-	// Controllers is --controllers split at commas; ["*"], upstream's default, when the
+	// Controllers is --controllers split at commas; ["*"], the default of both, when the
 	// flag is absent.
 	Controllers []string
 	// LeaderElect is --leader-elect (default true), and LeaseNamespace and LeaseName its
-	// Lease (--leader-elect-resource-namespace and -name, default
+	// Lease (--leader-elect-resource-namespace and -name, upstream's default
 	// kube-system/kube-controller-manager).
 	LeaderElect               bool
 	LeaseNamespace, LeaseName string
+	// Shards is mini-kcm's --shards (0 when absent).
+	Shards int
 }
 
 // ParseFlags reads the flags of a kube-controller-manager command line (a container's
 // command followed by its args), as pflag does: "--name=value" or "--name value", and a
 // repeated --controllers adds to the list, as a string slice flag does.
 func ParseFlags(commandLine []string) Flags {
-	f := Flags{LeaderElect: true, LeaseNamespace: "kube-system", LeaseName: "kube-controller-manager"}
+	return parseCommandLine(commandLine, Flags{LeaderElect: true, LeaseNamespace: "kube-system", LeaseName: "kube-controller-manager"})
+}
+
+// parseCommandLine is ParseFlags with the defaults of the command's Lease flags.
+func parseCommandLine(commandLine []string, f Flags) Flags {
 	var (
 		controllers []string
 		seen        bool
@@ -161,6 +169,8 @@ func ParseFlags(commandLine []string) Flags {
 			f.LeaseNamespace = value
 		case "leader-elect-resource-name":
 			f.LeaseName = value
+		case "shards":
+			f.Shards, _ = strconv.Atoi(value)
 		}
 	}
 	f.Controllers = controllers

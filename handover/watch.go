@@ -276,7 +276,7 @@ func (w *Watch) Status() string {
 	leading, lastSweep, now := !w.since.IsZero(), w.lastSweep, w.now()
 	w.mu.Unlock()
 	if !leading {
-		return "not watched (only the leader looks for kube-controller-manager's writes)"
+		return "not watched (only the leader, or sharded the coordinator, looks for kube-controller-manager's writes)"
 	}
 	active := w.Active()
 	if len(active) == 0 {

@@ -3,6 +3,7 @@ package sharding
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -82,6 +83,15 @@ func (c *coordinator) coordinate(ctx context.Context) error {
 	klog.FromContext(ctx).Info("Coordinating the shards", "shards", c.replica.Shards)
 	c.coordinating.Store(true)
 	defer c.coordinating.Store(false)
+	if beside := c.replica.Coordinating; beside != nil {
+		besideCtx, cancel := context.WithCancel(ctx)
+		var running sync.WaitGroup
+		running.Go(func() { beside(besideCtx) })
+		defer func() {
+			cancel()
+			running.Wait()
+		}()
+	}
 	c.every = 0
 	ticker := time.NewTicker(c.replica.Timings.RetryPeriod)
 	defer ticker.Stop()

@@ -136,6 +136,12 @@ type Config struct {
 	Term func(ctx context.Context, term Term) error
 	// Campaigning is called once the replica campaigns for shards (for /readyz).
 	Campaigning func()
+	// Coordinating, when set, runs beside the coordination for as long as this replica
+	// coordinates (holds the base Lease), until its ctx is cancelled; the coordination
+	// ends only once it returned. The leader's watch for kube-controller-manager still
+	// running the controllers (handover.Watch) runs here: one replica watches, as a
+	// single leader does. Optional.
+	Coordinating func(ctx context.Context)
 	// Exit ends the process when a shard's workers did not stop in time; nil flushes
 	// the logs and exits.
 	Exit func(code int)

@@ -44,38 +44,8 @@ func TestLeaderReportsKubeControllerManagerStillRunningTheReplicaSetController(t
 		t.Errorf("check: exit %d, want 1 with replicaset-controller run by BOTH and the fix", check.ExitCode)
 	}
 
-	// A user scales a ReplicaSet: both controllers act on it. The leader sees the fight
-	// once kube-controller-manager writes (status, or pods it creates), which a
-	// controller that is always second need not do on one change: the user scales up
-	// by one more each time two sweeps passed without a sighting, six times at most.
 	rs := createReplicaSet(t, f, 3)
-	replicas := int32(5)
-	scale(t, f, rs, replicas)
-	active := func() (float64, error) {
-		m, err := leader.Metrics()
-		if err != nil {
-			return 0, err
-		}
-		v, _ := m.Value("mini_kcm_upstream_controller_active", map[string]string{"controller": "replicaset-controller"})
-		return v, nil
-	}
-	for nudges := 0; ; nudges++ {
-		deadline := time.Now().Add(2*product.WatchInterval + 5*time.Second)
-		v, err := active()
-		for (err != nil || v != 1) && time.Now().Before(deadline) {
-			time.Sleep(time.Second)
-			v, err = active()
-		}
-		if err == nil && v == 1 {
-			t.Logf("the leader reported the fight after %d more scale-ups", nudges)
-			break
-		}
-		if nudges == 6 {
-			t.Fatalf("mini_kcm_upstream_controller_active{controller=replicaset-controller} = %v (%v) after 7 scales of a ReplicaSet both managers run, want 1", v, err)
-		}
-		replicas++
-		scale(t, f, rs, replicas)
-	}
+	provokeFight(t, f, leader, rs)
 	m, err := leader.Metrics()
 	if err != nil {
 		t.Fatal(err)
@@ -99,6 +69,62 @@ func TestLeaderReportsKubeControllerManagerStillRunningTheReplicaSetController(t
 		t.Errorf("the leader's log does not name the fight over ReplicaSet %s/%s or its pods", f.Namespace, rs.Name)
 	}
 	_, status, err := leader.Get("/statusz/replica")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(status, "kube-controller-manager: FIGHT: replicaset-controller ACTIVE") {
+		t.Errorf("/statusz/replica does not show the fight:\n%s", status)
+	}
+}
+
+// provokeFight scales rs, which both managers run, until leader reports the fight.
+// The leader sees it once kube-controller-manager writes (status, or pods it creates),
+// which a controller that is always second need not do on one change: the user scales
+// up by one more each time two sweeps passed without a sighting, six times at most.
+func provokeFight(t *testing.T, f *framework.Framework, leader *framework.Replica, rs *appsv1.ReplicaSet) {
+	t.Helper()
+	replicas := int32(5)
+	scale(t, f, rs, replicas)
+	active := func() (float64, error) {
+		m, err := leader.Metrics()
+		if err != nil {
+			return 0, err
+		}
+		v, _ := m.Value("mini_kcm_upstream_controller_active", map[string]string{"controller": "replicaset-controller"})
+		return v, nil
+	}
+	for nudges := 0; ; nudges++ {
+		deadline := time.Now().Add(2*product.WatchInterval + 5*time.Second)
+		v, err := active()
+		for (err != nil || v != 1) && time.Now().Before(deadline) {
+			time.Sleep(time.Second)
+			v, err = active()
+		}
+		if err == nil && v == 1 {
+			t.Logf("%s reported the fight after %d more scale-ups", leader.Name, nudges)
+			return
+		}
+		if nudges == 6 {
+			t.Fatalf("mini_kcm_upstream_controller_active{controller=replicaset-controller} = %v (%v) after 7 scales of a ReplicaSet both managers run, want 1", v, err)
+		}
+		replicas++
+		scale(t, f, rs, replicas)
+	}
+}
+
+// TestTheShardCoordinatorReportsKubeControllerManagerStillRunningTheReplicaSetController:
+// sharded, the replica that coordinates (holds the base Lease) runs the leader's watch,
+// so that the fight shows, and its alert can fire, in the sharded install too.
+// --leader-elect-apiserver-fence=false: the sharded fence needs a binding per shard
+// Lease (deploy/sharded/fence/), which this suite's apiserver does not have and the
+// sharding suite tests; the watch does not write.
+func TestTheShardCoordinatorReportsKubeControllerManagerStillRunningTheReplicaSetController(t *testing.T) {
+	f := framework.New(t)
+	framework.StartKubeControllerManager(t, f.ControlPlane, "kube-controller-manager-fight", "replicaset")
+	coordinator := f.StartReplica(framework.ReplicaOptions{Args: []string{"--shards=2", "--leader-elect-apiserver-fence=false"}})
+	f.WaitForLeader(30 * time.Second)
+	provokeFight(t, f, coordinator, createReplicaSet(t, f, 3))
+	_, status, err := coordinator.Get("/statusz/replica")
 	if err != nil {
 		t.Fatal(err)
 	}
