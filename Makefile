@@ -122,10 +122,12 @@ test-unit: ## Unit tests with the race detector (when cgo is available, see RACE
 	@# The replica simulation (sharding/replicasim_test.go) skips under the race
 	@# detector, whose runtime crashed in its bubbles; it runs here without it, static
 	@# and -trimpath as make lint's vet compiled every package, so that no dependency is
-	@# compiled a second time on an empty cache. Both commands always run.
+	@# compiled a second time on an empty cache. Then the tests of hack/tools/images (make
+	@# release's image), a module of its own. Every command runs.
 	@status=0; \
 	$(GO) test $(RACE_FLAG) -vet=off -count=1 $(UNIT_PKGS) || status=1; \
 	CGO_ENABLED=0 GOFLAGS=-trimpath $(GO) test -vet=off -count=1 -run '^TestReplicaSim' ./sharding/ || status=1; \
+	$(GO) test -C hack/tools/images -count=1 ./... || status=1; \
 	exit $$status
 
 .PHONY: test-fuzz
@@ -135,18 +137,30 @@ test-fuzz: ## Each fuzz target for FUZZTIME (default 30000 executions).
 # The e2e replicas run a race-detector build of mini-kcm, so a data race in the real
 # binary under real concurrency fails the suite. Packages run one at a time (-p 1):
 # each starts its own control plane, and two at once would only compete for the CPU.
+# The release the node suite runs the image of (make release; replaced by each run).
+E2E_RELEASE_DIR := $(CURDIR)/_output/e2e/release
 .PHONY: test-e2e
 test-e2e: check-version control-plane build ## E2E suites against a real local control plane.
 	$(RACE_NOTE)
 	TIMEFORMAT="==== the race build: %Rs wall, %Us user + %Ss system CPU"; time $(GO) build $(RACE_FLAG) -ldflags "$(VERSION_LDFLAGS)" -o bin/mini-kcm-race ./cmd/mini-kcm
+	@# The release first, which the node suite runs the image of: make release into
+	@# $(E2E_RELEASE_DIR), so that CI builds what a release ships. A failure does not stop
+	@# the runs below (the node suite then runs an image of bin/mini-kcm, and the target
+	@# fails naming make release): the previous run's release is removed first, so a
+	@# SHA256SUMS there says that this run's succeeded. On a line of its own, so that
+	@# make -n, which runs every line naming $$(MAKE), only prints the runs below.
+	@rm -rf $(E2E_RELEASE_DIR)
+	-@TIMEFORMAT="==== the release: %Rs wall, %Us user + %Ss system CPU"; \
+	time $(MAKE) --no-print-directory release RELEASE_DIR=$(E2E_RELEASE_DIR)
 	@# The four runs below each run whatever the one before it did; the target fails
-	@# after them, naming the ones that failed.
+	@# after them, naming the ones that failed (and make release, if it failed).
 	@# 1. Every suite but the node's and the demo's (go test itself runs every package
 	@#    even when one fails).
-	@# 2. deploy/ on a real kubelet, from an image of the static release build (the race
-	@#    build needs libc, which the image has not). Verbose, so that CI's log shows the
-	@#    failover figures, or the one line saying why the suite skipped (it needs root
-	@#    and the packages in test/controlplane's NodeInstallCommand;
+	@# 2. deploy/ on a real kubelet, from the release's image (its OCI archive, imported
+	@#    for the node's platform; the race build needs libc, which the image has not), or
+	@#    from an image of bin/mini-kcm when the release failed. Verbose, so that CI's log
+	@#    shows the failover figures, or the one line saying why the suite skipped (it
+	@#    needs root and the packages in test/controlplane's NodeInstallCommand;
 	@#    MINI_KCM_REQUIRE_NODE=1 makes their absence a failure).
 	@# 3. The failover demo, verbosely so that CI's log shows both takeovers.
 	@# 4. A short subset of the -tags long tests, so that their code runs and not only
@@ -158,11 +172,15 @@ test-e2e: check-version control-plane build ## E2E suites against a real local c
 	@# step took 2556 CPU-s where a warm one takes 920, with the same suite times, and
 	@# these lines say which run spent the difference.
 	@failed=(); export CGO_ENABLED=0 GOFLAGS=-trimpath; \
+	node_image=(MINI_KCM_RELEASE_DIR=$(E2E_RELEASE_DIR)); \
+	if [[ ! -f $(E2E_RELEASE_DIR)/SHA256SUMS ]]; then \
+		failed+=("make release"); node_image=(MINI_KCM_NODE_BINARY=$(CURDIR)/bin/mini-kcm); \
+	fi; \
 	TIMEFORMAT="==== the e2e suites: %Rs wall, %Us user + %Ss system CPU"; \
 	time MINI_KCM_BINARY=$(CURDIR)/bin/mini-kcm-race MINI_KCM_STATIC_BINARY=$(CURDIR)/bin/mini-kcm $(GO) test -vet=off -p 1 -count=1 -timeout 30m \
 		$$($(GO) list ./test/... | grep -v -e /test/cmd/demo-failover -e /test/e2e/node) || failed+=("the e2e suites"); \
 	TIMEFORMAT="==== the node suite: %Rs wall, %Us user + %Ss system CPU"; \
-	time MINI_KCM_NODE_BINARY=$(CURDIR)/bin/mini-kcm $(GO) test -vet=off -count=1 -v -timeout 20m ./test/e2e/node/ || failed+=("the node suite"); \
+	time env "$${node_image[@]}" $(GO) test -vet=off -count=1 -v -timeout 20m ./test/e2e/node/ || failed+=("the node suite"); \
 	TIMEFORMAT="==== the failover demo: %Rs wall, %Us user + %Ss system CPU"; \
 	time MINI_KCM_BINARY=$(CURDIR)/bin/mini-kcm-race $(GO) test -vet=off -count=1 -v -timeout 5m ./test/cmd/demo-failover/ || failed+=("the failover demo"); \
 	TIMEFORMAT="==== the -tags long subset: %Rs wall, %Us user + %Ss system CPU"; \
@@ -226,6 +244,63 @@ deploy-image: ## Set the one image every install of deploy/ runs (deploy/image/)
 	$(GO) build -C hack/tools/kustomize -o $(CURDIR)/bin/kustomize sigs.k8s.io/kustomize/kustomize/v5
 	cd deploy/image && $(CURDIR)/bin/kustomize edit set image mini-kcm=$(IMAGE)
 	@echo "deploy/, deploy/sharded/ and deploy/static-pod/pod/ now run $(IMAGE)"
+
+# make release writes, under RELEASE_DIR, what an operator installs from: the static
+# binaries of RELEASE_PLATFORMS, their OCI image index (hack/tools/images' release-image,
+# no container daemon) as an image layout directory and as an OCI archive, every
+# install's manifests pinned to that index by digest, and SHA256SUMS over all of it.
+# RELEASE_IMAGE_REPO is the repository the image is named after, and pushed to: a full
+# name, host/path, since containerd's CRI rewrites a short one (mini-kcm to
+# docker.io/library/mini-kcm). deploy/README.md, "Installing a release", says how to use
+# the directory.
+RELEASE_DIR ?= _output/release/$(VERSION)
+RELEASE_PLATFORMS := linux/amd64 linux/arm64
+RELEASE_IMAGE_REPO ?= registry.local/mini-kcm
+RELEASE_IMAGE = $(RELEASE_IMAGE_REPO):$(IMAGE_TAG)
+# The image's org.opencontainers.image.source: the origin remote when it is an https
+# URL, without any credentials in it; else none.
+RELEASE_SOURCE ?= $(shell git remote get-url origin 2>/dev/null | sed -nE 's|^https://([^/@]*@)?|https://|p')
+# Each install of deploy/, and the file of the release it renders to.
+RELEASE_MANIFESTS := deploy=install.yaml deploy/sharded=install-sharded.yaml \
+	deploy/static-pod=install-static-pod.yaml deploy/static-pod/pod=static-pod.yaml
+
+.PHONY: release
+release: check-version ## Release $(VERSION) in $(RELEASE_DIR): static binaries for linux/amd64 and linux/arm64, their multi-arch OCI image (layout and archive, no daemon), each install's manifests pinned to it by digest, SHA256SUMS.
+	@# Everything is written to RELEASE_DIR.tmp and moved into place at the end, so that
+	@# a failed run leaves no half release behind; an existing RELEASE_DIR is replaced
+	@# only when it is an earlier release (it has SHA256SUMS).
+	@dir="$(RELEASE_DIR)"; tmp="$$dir.tmp"; start=$$SECONDS; \
+	if [[ -e "$$dir" && ! -f "$$dir/SHA256SUMS" ]]; then \
+		echo "$$dir exists and is not a release (no SHA256SUMS): remove it or set RELEASE_DIR" >&2; exit 1; \
+	fi; \
+	rm -rf "$$tmp"; mkdir -p "$$tmp"; \
+	binaries=(); \
+	for platform in $(RELEASE_PLATFORMS); do \
+		binary="mini-kcm-$${platform/\//-}"; \
+		echo ">> $$binary: mini-kcm $(VERSION), static"; \
+		CGO_ENABLED=0 GOOS="$${platform%/*}" GOARCH="$${platform#*/}" $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o "$$tmp/$$binary" ./cmd/mini-kcm; \
+		binaries+=("$$platform=$$tmp/$$binary"); \
+	done; \
+	echo ">> image/ and mini-kcm-image.oci.tar: $(RELEASE_IMAGE) for $(RELEASE_PLATFORMS)"; \
+	$(GO) build -C hack/tools/images -o $(CURDIR)/bin/release-image ./release-image; \
+	digest=$$(bin/release-image --layout "$$tmp/image" --archive "$$tmp/mini-kcm-image.oci.tar" \
+		--name "$(RELEASE_IMAGE)" --version "$(VERSION)" --revision "$(GIT_COMMIT)" --source "$(RELEASE_SOURCE)" \
+		"$${binaries[@]}"); \
+	echo ">> the manifests of each install, with $(RELEASE_IMAGE_REPO)@$$digest"; \
+	$(GO) build -C hack/tools/kustomize -o $(CURDIR)/bin/kustomize sigs.k8s.io/kustomize/kustomize/v5; \
+	overlay=$$(mktemp -d); trap 'rm -rf "$$overlay"' EXIT; \
+	for pair in $(RELEASE_MANIFESTS); do \
+		printf '%s\n' "apiVersion: kustomize.config.k8s.io/v1beta1" "kind: Kustomization" \
+			"resources:" "- $$(realpath --relative-to="$$overlay" "$${pair%%=*}")" \
+			"images:" "- name: mini-kcm" "  newName: $(RELEASE_IMAGE_REPO)" "  digest: $$digest" \
+			> "$$overlay/kustomization.yaml"; \
+		bin/kustomize build "$$overlay" > "$$tmp/$${pair#*=}"; \
+		echo ">>   $${pair%%=*}/ -> $${pair#*=}"; \
+	done; \
+	(cd "$$tmp" && find . -type f ! -path ./SHA256SUMS -printf '%P\n' | LC_ALL=C sort | xargs -d '\n' sha256sum > SHA256SUMS); \
+	rm -rf "$$dir"; mv "$$tmp" "$$dir"; \
+	echo ">> release $(VERSION) in $$dir in $$((SECONDS - start))s: $(RELEASE_IMAGE) = $(RELEASE_IMAGE_REPO)@$$digest"; \
+	(cd "$$dir" && du -sh -- *)
 
 .PHONY: kind-demo
 kind-demo: ## Failover demo in a kind cluster (needs Docker or podman, kind and kubectl).

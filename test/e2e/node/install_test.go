@@ -2,10 +2,12 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -46,29 +48,36 @@ var imagesOnce struct {
 }
 
 // importImages builds the node's images (mini-kcm from the static binary, the pause
-// image, the sample server) and imports them into its containerd, once per suite.
+// and sample images) and imports them into its containerd, once per test binary. With
+// MINI_KCM_RELEASE_DIR set (make test-e2e sets it to the release it built), mini-kcm's
+// image is instead the release's: its OCI archive imported for the node's platform and
+// tagged with the names the tests use, so that the suite runs the very image that make
+// release ships.
 func importImages(t *testing.T) {
 	t.Helper()
 	cp := framework.ControlPlane(t)
 	imagesOnce.Do(func() {
 		begin := time.Now()
-		binary, err := staticMiniKCM(t)
-		if err != nil {
-			imagesOnce.err = err
-			return
-		}
 		tools, err := controlplane.Binary(controlplane.NodeImages)
 		if err != nil {
 			imagesOnce.err = err
 			return
 		}
+		images := []string{
+			controlplane.PauseImage + "=" + filepath.Join(controlplane.BinDir(), "pause"),
+			sampleImage + "=" + filepath.Join(controlplane.BinDir(), "sample-server"),
+		}
+		releaseDir := os.Getenv("MINI_KCM_RELEASE_DIR")
+		if releaseDir == "" {
+			binary, err := staticMiniKCM(t)
+			if err != nil {
+				imagesOnce.err = err
+				return
+			}
+			images = append(images, miniKCMImage+"="+binary, miniKCMNextImage+"="+binary)
+		}
 		tarball := filepath.Join(cp.Dir(), "images.tar")
-		out, err := exec.Command(tools, "--out", tarball,
-			miniKCMImage+"="+binary,
-			miniKCMNextImage+"="+binary,
-			controlplane.PauseImage+"="+filepath.Join(controlplane.BinDir(), "pause"),
-			sampleImage+"="+filepath.Join(controlplane.BinDir(), "sample-server"),
-		).CombinedOutput()
+		out, err := exec.Command(tools, append([]string{"--out", tarball}, images...)...).CombinedOutput()
 		if err != nil {
 			imagesOnce.err = fmt.Errorf("node-images: %w: %s", err, out)
 			return
@@ -77,11 +86,51 @@ func importImages(t *testing.T) {
 			imagesOnce.err = err
 			return
 		}
+		if releaseDir != "" {
+			release, err := importReleaseImage(t, releaseDir)
+			if err != nil {
+				imagesOnce.err = fmt.Errorf("the release's image (MINI_KCM_RELEASE_DIR=%s): %w", releaseDir, err)
+				return
+			}
+			t.Logf("the release's image %s imported as %s and %s", release, miniKCMImage, miniKCMNextImage)
+		}
 		t.Logf("images built and imported in %v", time.Since(begin).Round(10*time.Millisecond))
 	})
 	if imagesOnce.err != nil {
 		t.Fatalf("node images: %v", imagesOnce.err)
 	}
+}
+
+// importReleaseImage imports the OCI archive of make release in dir for the node's
+// platform, tags it with the tests' names for mini-kcm's image and returns the release's
+// name for it with the index's digest. The name comes from the layout's index.json,
+// which names it for containerd (io.containerd.image.name), as ctr import does.
+func importReleaseImage(t *testing.T, dir string) (string, error) {
+	cp := framework.ControlPlane(t)
+	raw, err := os.ReadFile(filepath.Join(dir, "image", "index.json"))
+	if err != nil {
+		return "", err
+	}
+	var layout struct {
+		Manifests []struct {
+			Digest      string            `json:"digest"`
+			Annotations map[string]string `json:"annotations"`
+		} `json:"manifests"`
+	}
+	if err := json.Unmarshal(raw, &layout); err != nil {
+		return "", fmt.Errorf("image/index.json: %w", err)
+	}
+	if len(layout.Manifests) != 1 || layout.Manifests[0].Annotations["io.containerd.image.name"] == "" {
+		return "", fmt.Errorf("image/index.json lists %d images, want one named by io.containerd.image.name:\n%s", len(layout.Manifests), raw)
+	}
+	name := layout.Manifests[0].Annotations["io.containerd.image.name"]
+	if _, err := cp.Ctr(t.Context(), "images", "import", "--platform", "linux/"+runtime.GOARCH, filepath.Join(dir, "mini-kcm-image.oci.tar")); err != nil {
+		return "", err
+	}
+	if _, err := cp.Ctr(t.Context(), "images", "tag", "--force", name, miniKCMImage, miniKCMNextImage); err != nil {
+		return "", err
+	}
+	return name + "@" + layout.Manifests[0].Digest, nil
 }
 
 // staticMiniKCM returns $MINI_KCM_NODE_BINARY or builds a static binary: the image
