@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -77,39 +78,75 @@ func TestLeaderReportsKubeControllerManagerStillRunningTheReplicaSetController(t
 	}
 }
 
-// provokeFight scales rs, which both managers run, until leader reports the fight.
-// The leader sees it once kube-controller-manager writes (status, or pods it creates),
-// which a controller that is always second need not do on one change: the user scales
-// up by one more each time two sweeps passed without a sighting, six times at most.
+// provokeFight makes kube-controller-manager write for the ReplicaSet controller alone,
+// then waits for leader to report the fight. Both managers run the controller, so on
+// a scale either may create the pods and write the status, and the other then has
+// nothing left to write: the test leaves it no choice. It freezes leader (SIGSTOP),
+// scales rs up, waits for a pod that kube-controller-manager created (its field
+// manager's entry), and lets leader go on (SIGCONT) at once, well within the renew
+// deadline, so that leader keeps leading; its watch then finds the pod within two
+// sweeps. The watch counts writes after its leader's term started, and managedFields
+// date them to the second: the freeze waits for the watch's first page of pods, then
+// for a second more.
 func provokeFight(t *testing.T, f *framework.Framework, leader *framework.Replica, rs *appsv1.ReplicaSet) {
 	t.Helper()
-	replicas := int32(5)
-	scale(t, f, rs, replicas)
-	active := func() (float64, error) {
+	ctx := f.Context()
+	framework.Eventually(t, 2*product.WatchInterval+5*time.Second, func() error {
 		m, err := leader.Metrics()
 		if err != nil {
-			return 0, err
+			return err
 		}
-		v, _ := m.Value("mini_kcm_upstream_controller_active", map[string]string{"controller": "replicaset-controller"})
-		return v, nil
+		if v, _ := m.Value("mini_kcm_upstream_watch_pages_total", map[string]string{"resource": "pods", "result": "ok"}); v < 1 {
+			return fmt.Errorf("%s's watch listed no page of pods yet", leader.Name)
+		}
+		return nil
+	})
+	time.Sleep(time.Second)
+	selector := metav1.FormatLabelSelector(rs.Spec.Selector)
+	before, err := f.Client.CoreV1().Pods(f.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for nudges := 0; ; nudges++ {
-		deadline := time.Now().Add(2*product.WatchInterval + 5*time.Second)
-		v, err := active()
-		for (err != nil || v != 1) && time.Now().Before(deadline) {
-			time.Sleep(time.Second)
-			v, err = active()
-		}
-		if err == nil && v == 1 {
-			t.Logf("%s reported the fight after %d more scale-ups", leader.Name, nudges)
-			return
-		}
-		if nudges == 6 {
-			t.Fatalf("mini_kcm_upstream_controller_active{controller=replicaset-controller} = %v (%v) after 7 scales of a ReplicaSet both managers run, want 1", v, err)
-		}
-		replicas++
-		scale(t, f, rs, replicas)
+	existing := map[string]bool{}
+	for _, p := range before.Items {
+		existing[p.Name] = true
 	}
+	t.Cleanup(func() { _ = syscall.Kill(leader.Pid(), syscall.SIGCONT) })
+	if err := syscall.Kill(leader.Pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	frozen := time.Now()
+	scale(t, f, rs, int32(len(before.Items))+2)
+	var created string
+	framework.EventuallyEvery(t, 10*time.Second, 20*time.Millisecond, func() error {
+		pods, err := f.Client.CoreV1().Pods(f.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return err
+		}
+		for _, p := range pods.Items {
+			for _, e := range p.ManagedFields {
+				if !existing[p.Name] && e.Manager == product.UpstreamManager {
+					created = p.Name
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("no pod of kube-controller-manager's since %s froze", leader.Name)
+	})
+	if err := syscall.Kill(leader.Pid(), syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kube-controller-manager created pod %s while %s was frozen for %v", created, leader.Name, time.Since(frozen).Round(time.Millisecond))
+	framework.Eventually(t, 2*product.WatchInterval+5*time.Second, func() error {
+		m, err := leader.Metrics()
+		if err != nil {
+			return err
+		}
+		if v, _ := m.Value("mini_kcm_upstream_controller_active", map[string]string{"controller": "replicaset-controller"}); v != 1 {
+			return fmt.Errorf("mini_kcm_upstream_controller_active{controller=replicaset-controller} = %v, want 1", v)
+		}
+		return nil
+	})
 }
 
 // TestTheShardCoordinatorReportsKubeControllerManagerStillRunningTheReplicaSetController:
