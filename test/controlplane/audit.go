@@ -52,6 +52,11 @@ type AuditEvent struct {
 	ResponseObject           json.RawMessage `json:"responseObject"`
 	RequestReceivedTimestamp time.Time       `json:"requestReceivedTimestamp"`
 	StageTimestamp           time.Time       `json:"stageTimestamp"`
+	// By is who made the request as the tests know it: ReadAuditLog sets it to
+	// User.Username; test/e2e/framework's AuditLog sets it, for the requests of a
+	// replica that authenticates as a ServiceAccount all replicas share, to the
+	// replica's own name.
+	By string `json:"-"`
 }
 
 // The audit log's keys for the credential IDs of ServiceAccount tokens, "JTI=<jti>".
@@ -109,6 +114,7 @@ func readAuditLog(path string) ([]AuditEvent, error) {
 		if err := json.Unmarshal(scanner.Bytes(), &e); err != nil {
 			return nil, fmt.Errorf("audit log %s line %d: %w", path, line, err)
 		}
+		e.By = e.User.Username
 		events = append(events, e)
 	}
 	return events, scanner.Err()

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/mini-kcm/mini-kcm/test/controlplane"
+	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
 )
 
 // controllerUserAgentSuffix ends the user agent of the endpoints controller's client,
@@ -16,7 +17,7 @@ const controllerUserAgentSuffix = "(endpoints-controller)"
 // it are those made afterwards. The log is only ever appended to.
 func (e *env) auditMark() int {
 	e.t.Helper()
-	events, err := e.ControlPlane.ReadAuditLog()
+	events, err := framework.AuditLog(e.ControlPlane)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func (e *env) endpointsWritesSince(mark int) []write {
 // auditEventsSince returns the audit events logged after mark.
 func (e *env) auditEventsSince(mark int) []controlplane.AuditEvent {
 	e.t.Helper()
-	events, err := e.ControlPlane.ReadAuditLog()
+	events, err := framework.AuditLog(e.ControlPlane)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func (e *env) auditEventsSince(mark int) []controlplane.AuditEvent {
 // isEndpointsWrite reports whether an audit event is a write to Endpoints in namespace
 // by user's endpoints controller.
 func isEndpointsWrite(ev controlplane.AuditEvent, user, namespace string) bool {
-	if ev.User.Username != user || !strings.HasSuffix(ev.UserAgent, controllerUserAgentSuffix) {
+	if ev.By != user || !strings.HasSuffix(ev.UserAgent, controllerUserAgentSuffix) {
 		return false
 	}
 	if ev.Resource() != "endpoints" || ev.ObjectRef.Namespace != namespace {

@@ -334,7 +334,7 @@ func (e *env) waitForEndpoints(service string, want ...string) []discoveryv1.End
 // it are those made afterwards. The log is only ever appended to.
 func (e *env) auditMark() int {
 	e.t.Helper()
-	events, err := e.ControlPlane.ReadAuditLog()
+	events, err := framework.AuditLog(e.ControlPlane)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -346,7 +346,7 @@ func (e *env) auditMark() int {
 // in except.
 func (e *env) sliceWritesSince(mark int, user string, except ...string) []string {
 	e.t.Helper()
-	events, err := e.ControlPlane.ReadAuditLog()
+	events, err := framework.AuditLog(e.ControlPlane)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -366,7 +366,7 @@ func (e *env) sliceWritesSince(mark int, user string, except ...string) []string
 // isSliceWrite reports whether an audit event is a write to an EndpointSlice in
 // namespace by user. A create names no object yet; it is reported with an empty name.
 func isSliceWrite(ev controlplane.AuditEvent, user, namespace string) bool {
-	if ev.User.Username != user || ev.Resource() != "endpointslices" || ev.ObjectRef.Namespace != namespace {
+	if ev.By != user || ev.Resource() != "endpointslices" || ev.ObjectRef.Namespace != namespace {
 		return false
 	}
 	switch ev.Verb {

@@ -162,7 +162,7 @@ func waitForTenantPods(t *testing.T, f *framework.Framework, tenants []string, w
 // namespace at once would have overlapping spans.
 func assertEachTenantWrittenByOneReplicaAtATime(t testing.TB, f *framework.Framework, tenants []string, pods int) {
 	t.Helper()
-	events, err := f.ControlPlane.ReadAuditLog()
+	events, err := framework.AuditLog(f.ControlPlane)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func assertEachTenantWrittenByOneReplicaAtATime(t testing.TB, f *framework.Frame
 	// the pod anyway: the audit log then records no 2xx although the pod exists).
 	accepted, attempted, deleted := map[string]int{}, map[string]int{}, map[string]int{}
 	for _, e := range events {
-		if e.Stage != "ResponseComplete" || e.ObjectRef == nil || !strings.HasPrefix(e.User.Username, "mini-kcm-replica-") ||
+		if e.Stage != "ResponseComplete" || e.ObjectRef == nil || !strings.HasPrefix(e.By, "mini-kcm-replica-") ||
 			!slices.Contains(tenants, e.ObjectRef.Namespace) || e.Resource() != "pods" {
 			continue
 		}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mini-kcm/mini-kcm/test/controlplane"
@@ -16,10 +17,11 @@ import (
 // each test that starts such a replica binds the policy to its own Lease, in its own
 // namespace, so that tests never fence each other.
 //
-// The policy of deploy/ selects mini-kcm's users by name; the suite's replicas are
-// certificate users of any name, so the suite's copy selects them by ReplicaGroup, which
-// every replica's user gets. A replica started without the flag but with that group is
-// refused like a misconfigured replica in a cluster (that is the point of the policy).
+// The policy of deploy/ selects mini-kcm's users by name, which the suite's replicas of
+// the shipped identity are; the others are certificate users of any name, so the
+// suite's copy selects them by ReplicaGroup too, which each of those users gets. A
+// replica started without the flag is refused like a misconfigured replica in a
+// cluster (that is the point of the policy).
 const (
 	// ReplicaGroup is the group of every replica's user, the users the suite's fence
 	// policy applies to. startMember-style helpers that make their own users add it.
@@ -30,10 +32,32 @@ const (
 	APIServerFenceFlag = "--leader-elect-apiserver-fence"
 )
 
+// SuiteFenceIdentities returns the match condition of the suite's copy of a shipped
+// fence policy: deploy/'s identities, as shipped selects them, and the certificate
+// users of ReplicaGroup.
+func SuiteFenceIdentities(shipped *admissionregistrationv1.ValidatingAdmissionPolicy) (string, error) {
+	for _, c := range shipped.Spec.MatchConditions {
+		if c.Name == controlplane.FenceIdentitiesCondition {
+			return fmt.Sprintf("%q in request.userInfo.groups || (%s)", ReplicaGroup, c.Expression), nil
+		}
+	}
+	return "", fmt.Errorf("the shipped fence policy %s has no match condition %q", shipped.Name, controlplane.FenceIdentitiesCondition)
+}
+
 // installFencePolicy installs the suite's fence policy, once per suite.
 func installFencePolicy(cp *controlplane.ControlPlane) error {
 	suite.fenceOnce.Do(func() {
-		policy, err := controlplane.FencePolicy(FencePolicyName, fmt.Sprintf("%q in request.userInfo.groups", ReplicaGroup))
+		shipped, err := controlplane.FencePolicy(FencePolicyName, "")
+		if err != nil {
+			suite.fenceErr = err
+			return
+		}
+		identities, err := SuiteFenceIdentities(shipped)
+		if err != nil {
+			suite.fenceErr = err
+			return
+		}
+		policy, err := controlplane.FencePolicy(FencePolicyName, identities)
 		if err != nil {
 			suite.fenceErr = err
 			return

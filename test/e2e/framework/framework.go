@@ -38,6 +38,9 @@ type Framework struct {
 	// and fenceBindings the bindings, removed when the test ends.
 	fenced        map[string]bool
 	fenceBindings []string
+	// leaseRoles are the Leases (namespace/name) the shipped identity was given the
+	// leader-election rules on for this test (grantShippedLeaseRights).
+	leaseRoles []string
 }
 
 // New sets up a test: a namespace, a Lease name, and a cleanup that dumps the replica

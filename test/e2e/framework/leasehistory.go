@@ -53,7 +53,7 @@ func LeaseHistory(events []controlplane.AuditEvent, namespace string, keep func(
 		if !keep(e.ObjectRef.Name) {
 			continue
 		}
-		w := LeaseWrite{Name: e.ObjectRef.Name, Verb: e.Verb, User: e.User.Username, Received: e.RequestReceivedTimestamp}
+		w := LeaseWrite{Name: e.ObjectRef.Name, Verb: e.Verb, User: e.By, Received: e.RequestReceivedTimestamp}
 		if e.Verb == "delete" {
 			w.Deleted = true
 		} else {

@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -34,10 +35,19 @@ type ReplicaOptions struct {
 	// Args are extra flags. They come after the framework's flags, so a flag given
 	// here overrides the framework's value for it.
 	Args []string
-	// Groups of the replica's user; nil means system:masters. ReplicaGroup is always
-	// added: the suite's fence policy applies to that group's users.
-	// TODO: default to a least-privilege RBAC role once it exists.
+	// Groups, when not nil, make the replica a certificate user of its own name in
+	// these groups (and ReplicaGroup, which the suite's fence policy selects), instead
+	// of the identities deploy/ ships (identity.go): for a test of RBAC itself, or of
+	// rights the shipped roles do not give. A test that sets it says why.
 	Groups []string
+	// Kubeconfig is the replica's kubeconfig when the test made it: from
+	// ShippedKubeconfig (say, to reach the apiserver through a proxy), or, with Groups,
+	// a certificate user's; "" makes one.
+	Kubeconfig string
+	// User is the name the audit log's By gives the replica's requests under the
+	// shipped identity (the kubeconfig's, when the test made it); "" means the
+	// replica's Name.
+	User string
 	// Env are extra environment variables (NAME=value) of the process.
 	Env []string
 	// Binary is the mini-kcm binary to run; "" means MiniKCMBinary.
@@ -46,8 +56,9 @@ type ReplicaOptions struct {
 
 // Replica is one mini-kcm process with its own user, port and log file.
 type Replica struct {
-	// Name is unique within the suite, e.g. "mini-kcm-replica-3"; it is also the user
-	// the replica authenticates as.
+	// Name is unique within the suite, e.g. "mini-kcm-replica-3": the user the
+	// replica authenticates as when it is a certificate user (ReplicaOptions.Groups),
+	// else what framework.AuditLog names it by.
 	Name string
 	// Port serves /healthz, /readyz, /livez, /metrics and the rest over HTTPS on
 	// 127.0.0.1, with a certificate signed by the control plane's CA.
@@ -86,13 +97,16 @@ func (f *Framework) StartReplica(opts ReplicaOptions) *Replica {
 		binary = MiniKCMBinary(f.t)
 	}
 	name := fmt.Sprintf("mini-kcm-replica-%d", replicaCounter.Add(1))
-	groups := opts.Groups
-	if groups == nil {
-		groups = []string{"system:masters"}
-	}
-	kubeconfig, err := f.ControlPlane.AddUser(name, slices.Concat(groups, []string{ReplicaGroup})...)
-	if err != nil {
-		f.t.Fatalf("adding user for %s: %v", name, err)
+	kubeconfig, shipped := opts.Kubeconfig, opts.Groups == nil
+	switch {
+	case !shipped && kubeconfig == "":
+		var err error
+		kubeconfig, err = f.ControlPlane.AddUser(name, slices.Concat(opts.Groups, []string{ReplicaGroup})...)
+		if err != nil {
+			f.t.Fatalf("adding user for %s: %v", name, err)
+		}
+	case kubeconfig == "":
+		kubeconfig = f.ShippedKubeconfig(cmp.Or(opts.User, name))
 	}
 	port, err := controlplane.FreePort()
 	if err != nil {
@@ -116,7 +130,14 @@ func (f *Framework) StartReplica(opts ReplicaOptions) *Replica {
 		APIServerFenceFlag+"=true",
 		"--v=2",
 	)
+	if shipped {
+		// As the StatefulSet runs it: each controller writes as its own ServiceAccount.
+		args = append(args, "--use-service-account-credentials=true")
+	}
 	args = append(args, opts.Args...)
+	if shipped {
+		f.grantShippedLeaseRights(args)
+	}
 	f.fenceReplica(args)
 	var env []string
 	if opts.Env != nil {

@@ -22,7 +22,7 @@ type TermSpan struct {
 // IsReplicaWrite reports whether e is a write of one of the suite's replicas that the
 // apiserver accepted, events aside.
 func IsReplicaWrite(e controlplane.AuditEvent) bool {
-	return e.Stage == "ResponseComplete" && e.ObjectRef != nil && strings.HasPrefix(e.User.Username, "mini-kcm-replica-") &&
+	return e.Stage == "ResponseComplete" && e.ObjectRef != nil && strings.HasPrefix(e.By, "mini-kcm-replica-") &&
 		e.Verb != "get" && e.Verb != "list" && e.Verb != "watch" && e.Code() < 300 && e.ObjectRef.Resource != "events"
 }
 
@@ -42,10 +42,10 @@ func ShardTermSpans(t testing.TB, events []controlplane.AuditEvent, namespaces [
 		}
 		term, ok := ParseShardTerm(e.UserAgent)
 		if !ok {
-			t.Errorf("a write without a shard term in its user agent: %s %s by %s (%s)", e.Verb, e.RequestURI, e.User.Username, e.UserAgent)
+			t.Errorf("a write without a shard term in its user agent: %s %s by %s (%s)", e.Verb, e.RequestURI, e.By, e.UserAgent)
 			continue
 		}
-		ns, writer := e.ObjectRef.Namespace, term.key(e.User.Username)
+		ns, writer := e.ObjectRef.Namespace, term.key(e.By)
 		if spans[ns] == nil {
 			spans[ns] = map[string]*TermSpan{}
 		}

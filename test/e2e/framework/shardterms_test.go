@@ -45,6 +45,7 @@ func auditEvent(t *testing.T, verb, resource, ns, user, agent string, code int32
 	if err := json.Unmarshal(line, &e); err != nil {
 		t.Fatal(err)
 	}
+	e.By = e.User.Username // as ReadAuditLog sets it
 	return e
 }
 

@@ -84,7 +84,7 @@ func AssertShardWritesByHolders(t testing.TB, events []controlplane.AuditEvent, 
 			continue
 		}
 		judged++
-		ns, at, user := e.ObjectRef.Namespace, e.RequestReceivedTimestamp, e.User.Username
+		ns, at, user := e.ObjectRef.Namespace, e.RequestReceivedTimestamp, e.By
 		write := fmt.Sprintf("%s %s by %s at %s (%s)", e.Verb, e.RequestURI, user, at.Format(time.StampMicro), e.UserAgent)
 		term, ok := ParseShardTerm(e.UserAgent)
 		if !ok {

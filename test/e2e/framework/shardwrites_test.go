@@ -49,6 +49,7 @@ func leaseEvent(t *testing.T, verb, name, user string, s float64, holder, label,
 	if err := json.Unmarshal(line, &e); err != nil {
 		t.Fatal(err)
 	}
+	e.By = e.User.Username // as ReadAuditLog sets it
 	return e
 }
 

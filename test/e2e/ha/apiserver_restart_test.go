@@ -143,7 +143,7 @@ func runRolloutThroughAPIServerRestart(t *testing.T, timings electionTimings, do
 		resumed := map[string]bool{}
 		for i := range events {
 			e := &events[i]
-			if e.User.Username == leader.user && e.Verb == "watch" && e.RequestReceivedTimestamp.After(up.Add(-5*time.Second)) &&
+			if e.By == leader.user && e.Verb == "watch" && e.RequestReceivedTimestamp.After(up.Add(-5*time.Second)) &&
 				e.RequestReceivedTimestamp.After(down) {
 				resumed[e.Resource()] = true
 			}

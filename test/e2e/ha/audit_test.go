@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mini-kcm/mini-kcm/test/controlplane"
+	"github.com/mini-kcm/mini-kcm/test/e2e/framework"
 )
 
 // mutatingVerbs are the audit verbs that change an object.
@@ -54,13 +55,13 @@ func writeWindows(events []controlplane.AuditEvent, users []string) []writeWindo
 	}
 	for i := range events {
 		e := &events[i]
-		if _, ok := byUser[e.User.Username]; !ok || !isControllerWrite(e) {
+		if _, ok := byUser[e.By]; !ok || !isControllerWrite(e) {
 			continue
 		}
-		w := byUser[e.User.Username]
+		w := byUser[e.By]
 		if w == nil {
-			w = &writeWindow{user: e.User.Username, first: e.RequestReceivedTimestamp, last: e.StageTimestamp}
-			byUser[e.User.Username] = w
+			w = &writeWindow{user: e.By, first: e.RequestReceivedTimestamp, last: e.StageTimestamp}
+			byUser[e.By] = w
 		}
 		if e.RequestReceivedTimestamp.Before(w.first) {
 			w.first = e.RequestReceivedTimestamp
@@ -112,7 +113,7 @@ func (r requestFilter) count(events []controlplane.AuditEvent) int {
 		if e.Stage != "ResponseComplete" || e.ObjectRef == nil {
 			continue
 		}
-		if (r.users != nil && !r.users[e.User.Username]) || (r.namespace != "" && e.ObjectRef.Namespace != r.namespace) ||
+		if (r.users != nil && !r.users[e.By]) || (r.namespace != "" && e.ObjectRef.Namespace != r.namespace) ||
 			(r.resource != "" && e.Resource() != r.resource) || (r.verb != "" && e.Verb != r.verb) {
 			continue
 		}
@@ -138,7 +139,7 @@ func containsCode(codes []int32, c int32) bool {
 func readAudit(t testing.TB, cp *controlplane.ControlPlane) []controlplane.AuditEvent {
 	t.Helper()
 	time.Sleep(time.Second)
-	events, err := cp.ReadAuditLog()
+	events, err := framework.AuditLog(cp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +160,7 @@ func describeWrites(events []controlplane.AuditEvent, user string) string {
 	counts := map[string]int{}
 	for i := range events {
 		e := &events[i]
-		if e.User.Username == user && isControllerWrite(e) {
+		if e.By == user && isControllerWrite(e) {
 			counts[e.Verb+" "+e.Resource()]++
 		}
 	}
@@ -181,7 +182,7 @@ func TestWriteWindowsOverlapOnlyWhenTheyShareAMoment(t *testing.T) {
 	event := func(user, verb, resource string, from, to float64) controlplane.AuditEvent {
 		e := controlplane.AuditEvent{Stage: "ResponseComplete", Verb: verb,
 			RequestReceivedTimestamp: at(from), StageTimestamp: at(to)}
-		e.User.Username = user
+		e.By = user
 		e.ObjectRef = &struct {
 			Resource    string `json:"resource"`
 			Namespace   string `json:"namespace"`

@@ -40,7 +40,11 @@ func TestLeaderWritesCarryItsLeaseAndTheAPIServerRefusesAStaleOrMissingHolder(t 
 	if _, err := f.Client.AppsV1().ReplicaSets(ns).Create(ctx, newReplicaSet("web", 3, nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	m := startMember(t, f, user, memberOptions{timings: defaultTimings, args: []string{"--controllers=replicaset"}})
+	// A certificate user in system:masters, not the shipped identity: (b) and (c) write
+	// pods with the replica's own credentials, which the shipped process's may not (its
+	// controllers' ServiceAccounts write), and the policy must fence even a user whose
+	// RBAC allows everything.
+	m := startMember(t, f, user, memberOptions{timings: defaultTimings, groups: []string{"system:masters"}, args: []string{"--controllers=replicaset"}})
 	leaderOf(t, f, []*member{m}, time.Minute)
 	if !strings.Contains(m.Logs(), "in-process and apiserver (ValidatingAdmissionPolicy "+leaderelection.FencePolicyName+")") {
 		t.Errorf("the replica does not log its fence mode as both layers")
@@ -55,7 +59,7 @@ func TestLeaderWritesCarryItsLeaseAndTheAPIServerRefusesAStaleOrMissingHolder(t 
 	// holder; the apiserver admitted them under the policy.
 	var created, carrying int
 	for _, e := range readAudit(t, f.ControlPlane) {
-		if e.User.Username != user || !isControllerWrite(&e) || e.ObjectRef.Resource != "pods" || e.Verb != "create" || e.Code() != 201 {
+		if e.By != user || !isControllerWrite(&e) || e.ObjectRef.Resource != "pods" || e.Verb != "create" || e.Code() != 201 {
 			continue
 		}
 		created++
@@ -70,7 +74,7 @@ func TestLeaderWritesCarryItsLeaseAndTheAPIServerRefusesAStaleOrMissingHolder(t 
 	}
 
 	// (b) and (c): the replica's own credentials, with a stale holder and with none.
-	kubeconfig := lastValue(m.args, "--kubeconfig")
+	kubeconfig := m.opts.Kubeconfig
 	stale := clientFor(t, kubeconfig, &rest.ImpersonationConfig{UserName: user, Groups: []string{"system:masters", framework.ReplicaGroup},
 		Extra: map[string][]string{leaderelection.LeaseHolderExtra: {"mini-kcm-0_stale"}}})
 	none := clientFor(t, kubeconfig, nil)
@@ -191,7 +195,7 @@ func TestAPIServerFenceWindowAfterATakeover(t *testing.T) {
 		}
 		admitted, window, completed, refusal := 0, time.Duration(0), time.Duration(0), time.Duration(-1)
 		for _, e := range events {
-			if e.Stage != "ResponseComplete" || e.User.Username != old[i] || e.ObjectRef == nil || e.ObjectRef.Resource != "endpointslices" ||
+			if e.Stage != "ResponseComplete" || e.By != old[i] || e.ObjectRef == nil || e.ObjectRef.Resource != "endpointslices" ||
 				e.Verb != "create" || !e.StageTimestamp.After(updated) || !e.RequestReceivedTimestamp.Before(end) {
 				continue
 			}
@@ -278,17 +282,6 @@ func clientFor(t *testing.T, kubeconfig string, imp *rest.ImpersonationConfig) k
 		t.Fatal(err)
 	}
 	return client
-}
-
-// lastValue returns the last value of flag (e.g. "--kubeconfig") in args.
-func lastValue(args []string, flag string) string {
-	value := ""
-	for _, a := range args {
-		if v, ok := strings.CutPrefix(a, flag+"="); ok {
-			value = v
-		}
-	}
-	return value
 }
 
 // selfImpersonatingClient returns a client for a new user in framework.ReplicaGroup

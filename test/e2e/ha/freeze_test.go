@@ -90,7 +90,7 @@ func TestFrozenLeaderWritesNothingAfterAStandbyTookOver(t *testing.T) {
 	var late []string
 	for i := range events {
 		e := &events[i]
-		if e.User.Username == leader.user && isControllerWrite(e) && e.Code() >= 200 && e.Code() < 300 &&
+		if e.By == leader.user && isControllerWrite(e) && e.Code() >= 200 && e.Code() < 300 &&
 			e.StageTimestamp.After(acquired) {
 			late = append(late, fmt.Sprintf("%s %s %s/%s (%d) at %s", e.Verb, e.Resource(), e.ObjectRef.Namespace,
 				e.ObjectRef.Name, e.Code(), e.StageTimestamp.Format(time.StampMicro)))
@@ -115,7 +115,7 @@ func TestFrozenLeaderWritesNothingAfterAStandbyTookOver(t *testing.T) {
 		if e.Verb == "watch" {
 			stage = "ResponseStarted"
 		}
-		if e.User.Username == leader.user && e.Stage == stage && e.ObjectRef != nil && e.Resource() != "leases" &&
+		if e.By == leader.user && e.Stage == stage && e.ObjectRef != nil && e.Resource() != "leases" &&
 			(e.Verb == "list" || e.Verb == "watch") && e.RequestReceivedTimestamp.After(resumedAt) {
 			relists[e.Verb+" "+e.Resource()]++
 		}
@@ -243,11 +243,18 @@ func implementation() string {
 // mini-kcm's, or with MINI_KCM_E2E_UPSTREAM=1 kube-controller-manager's.
 func startCandidates(t *testing.T, f *framework.Framework, prefix string, timings electionTimings, controllers string) []*freezeCandidate {
 	t.Helper()
+	return startCandidatesIn(t, f, prefix, timings, controllers, nil)
+}
+
+// startCandidatesIn is startCandidates with mini-kcm's replicas certificate users in
+// groups instead of the shipped identity, when groups is not nil.
+func startCandidatesIn(t *testing.T, f *framework.Framework, prefix string, timings electionTimings, controllers string, groups []string) []*freezeCandidate {
+	t.Helper()
 	var out []*freezeCandidate
 	for i := range 3 {
 		user := fmt.Sprintf("%s-%s-%d", prefix, f.Namespace[len(f.Namespace)-5:], i)
 		if !framework.AgainstUpstream() {
-			m := startMember(t, f, user, memberOptions{timings: timings, args: []string{"--controllers=" + controllers}})
+			m := startMember(t, f, user, memberOptions{timings: timings, groups: groups, args: []string{"--controllers=" + controllers}})
 			out = append(out, &freezeCandidate{user: user, pid: m.Pid(), member: m})
 			continue
 		}
@@ -344,7 +351,7 @@ func acquisitionAfter(events []controlplane.AuditEvent, since time.Time, old str
 	var first *controlplane.AuditEvent
 	for i := range events {
 		e := &events[i]
-		if e.Stage != "ResponseComplete" || e.ObjectRef == nil || e.Resource() != "leases" || !others[e.User.Username] ||
+		if e.Stage != "ResponseComplete" || e.ObjectRef == nil || e.Resource() != "leases" || !others[e.By] ||
 			(e.Verb != "update" && e.Verb != "create") || e.Code() >= 300 || e.RequestReceivedTimestamp.Before(since) {
 			continue
 		}
@@ -356,7 +363,7 @@ func acquisitionAfter(events []controlplane.AuditEvent, since time.Time, old str
 	if first == nil {
 		return time.Time{}, "", false
 	}
-	return first.RequestReceivedTimestamp, first.User.Username, true
+	return first.RequestReceivedTimestamp, first.By, true
 }
 
 // fenceRefusedWrites reads the count of refused writes that mini-kcm logs with

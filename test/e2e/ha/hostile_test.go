@@ -57,7 +57,7 @@ func runHostileObjects(t *testing.T, idle time.Duration) {
 		n := 0
 		for i := range events {
 			e := &events[i]
-			if users[e.User.Username] && isControllerWrite(e) && e.Resource() == "pods" && e.ObjectRef.Namespace == ns {
+			if users[e.By] && isControllerWrite(e) && e.Resource() == "pods" && e.ObjectRef.Namespace == ns {
 				n++
 			}
 		}
@@ -302,7 +302,7 @@ func runHostileObjects(t *testing.T, idle time.Duration) {
 	writes, byKind := 0, map[string]int{}
 	for i := range events {
 		e := &events[i]
-		if users[e.User.Username] && isControllerWrite(e) && e.RequestReceivedTimestamp.After(idleFrom) && e.RequestReceivedTimestamp.Before(idleTo) {
+		if users[e.By] && isControllerWrite(e) && e.RequestReceivedTimestamp.After(idleFrom) && e.RequestReceivedTimestamp.Before(idleTo) {
 			writes++
 			byKind[e.Verb+" "+e.Resource()]++
 		}
@@ -379,7 +379,7 @@ func createTimes(events []controlplane.AuditEvent, users map[string]bool, ns str
 	var times []time.Time
 	for i := range events {
 		e := &events[i]
-		if e.Stage == "ResponseComplete" && users[e.User.Username] && e.Verb == "create" && e.Resource() == "pods" &&
+		if e.Stage == "ResponseComplete" && users[e.By] && e.Verb == "create" && e.Resource() == "pods" &&
 			e.ObjectRef.Namespace == ns && !e.RequestReceivedTimestamp.Before(from) {
 			times = append(times, e.RequestReceivedTimestamp)
 		}

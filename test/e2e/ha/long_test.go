@@ -106,7 +106,7 @@ func TestLongServiceSelecting5000PodsIsTruncatedLikeUpstream(t *testing.T) {
 	writes := 0
 	for i := range events {
 		e := &events[i]
-		if e.User.Username == leader.user && isControllerWrite(e) && e.RequestReceivedTimestamp.After(idleFrom) {
+		if e.By == leader.user && isControllerWrite(e) && e.RequestReceivedTimestamp.After(idleFrom) {
 			writes++
 		}
 	}

@@ -48,14 +48,14 @@ func (e electionTimings) String() string {
 // log can be read per replica, optionally reaching the apiserver through a Proxy.
 type member struct {
 	*framework.Replica
-	// user is the name the replica authenticates as, and so its name in the audit log.
+	// user is the replica's name in the audit log (framework.AuditLog's By): the
+	// certificate user it authenticates as with groups, else the name its token of the
+	// shipped ServiceAccount is attributed to.
 	user string
 	// proxy, when set, carries all of the replica's traffic to the apiserver.
 	proxy *Proxy
-	// args are the flags that StartReplica appends to the framework's, kept for restarts.
-	args []string
-	// env are the extra environment variables, kept for restarts.
-	env []string
+	// opts start the member, again at each restart.
+	opts framework.ReplicaOptions
 	// earlier are the processes this member ran before its restarts.
 	earlier []*framework.Replica
 }
@@ -63,7 +63,8 @@ type member struct {
 // memberOptions configures startMember.
 type memberOptions struct {
 	timings electionTimings
-	// groups of the user; nil means system:masters.
+	// groups, when not nil, make the member a certificate user in these groups
+	// instead of the identity deploy/ ships (see framework.ReplicaOptions.Groups).
 	groups []string
 	// viaProxy routes the replica through a Proxy of its own.
 	viaProxy bool
@@ -76,16 +77,18 @@ type memberOptions struct {
 // startMember starts a replica as user (unique within the suite).
 func startMember(t *testing.T, f *framework.Framework, user string, opts memberOptions) *member {
 	t.Helper()
-	groups := opts.groups
-	if groups == nil {
-		groups = []string{"system:masters"}
-	}
-	// The suite's fence policy applies to the replicas' group (see framework.ReplicaGroup).
-	kubeconfig, err := f.ControlPlane.AddUser(user, slices.Concat(groups, []string{framework.ReplicaGroup})...)
-	if err != nil {
-		t.Fatal(err)
+	var kubeconfig string
+	if opts.groups == nil {
+		kubeconfig = f.ShippedKubeconfig(user)
+	} else {
+		// The suite's fence policy applies to the replicas' group (see framework.ReplicaGroup).
+		var err error
+		if kubeconfig, err = f.ControlPlane.AddUser(user, slices.Concat(opts.groups, []string{framework.ReplicaGroup})...); err != nil {
+			t.Fatal(err)
+		}
 	}
 	m := &member{user: user}
+	args := append(opts.timings.args(), opts.args...)
 	if opts.viaProxy {
 		u, err := url.Parse(f.ControlPlane.APIServerURL())
 		if err != nil {
@@ -95,12 +98,19 @@ func startMember(t *testing.T, f *framework.Framework, user string, opts memberO
 			t.Fatal(err)
 		}
 		t.Cleanup(m.proxy.Close)
-		kubeconfig = kubeconfigWithServer(t, kubeconfig, m.proxy.URL())
+		// The controllers' and the election's traffic only: serving's delegated
+		// authentication keeps the direct kubeconfig, as it did when the framework made
+		// it, so that its quiet watch is not among the connections a test cuts.
+		args = append([]string{"--kubeconfig=" + kubeconfigWithServer(t, kubeconfig, m.proxy.URL())}, args...)
 	}
-	m.args = append([]string{"--kubeconfig=" + kubeconfig}, opts.timings.args()...)
-	m.args = append(m.args, opts.args...)
-	m.env = opts.env
-	m.Replica = f.StartReplica(framework.ReplicaOptions{Args: m.args, Env: m.env})
+	m.opts = framework.ReplicaOptions{
+		Args:       args,
+		Env:        opts.env,
+		Groups:     opts.groups,
+		Kubeconfig: kubeconfig,
+		User:       user,
+	}
+	m.Replica = f.StartReplica(m.opts)
 	return m
 }
 
@@ -112,7 +122,7 @@ func (m *member) restart(t *testing.T, f *framework.Framework) {
 		t.Fatalf("restarting %s, which is still running", m.user)
 	}
 	m.earlier = append(m.earlier, m.Replica)
-	m.Replica = f.StartReplica(framework.ReplicaOptions{Args: m.args, Env: m.env})
+	m.Replica = f.StartReplica(m.opts)
 }
 
 // allLogs returns the logs of every process the member ran.

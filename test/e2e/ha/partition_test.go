@@ -200,7 +200,7 @@ func runPartition(t *testing.T, timings electionTimings) {
 	events = readAudit(t, f.ControlPlane)
 	for i := range events {
 		e := &events[i]
-		if e.User.Username == leader.user && isControllerWrite(e) && e.RequestReceivedTimestamp.After(healed) {
+		if e.By == leader.user && isControllerWrite(e) && e.RequestReceivedTimestamp.After(healed) {
 			t.Errorf("the old leader wrote controller resources after the partition healed: %s %s/%s at %s (%s)", e.Verb, e.ObjectRef.Resource,
 				e.ObjectRef.Name, e.RequestReceivedTimestamp.Format(time.StampMicro), describeWrites(events, leader.user))
 		}

@@ -57,6 +57,11 @@ func TestReplicaWithoutPodListPermissionNamesTheStuckInformerAndStaysUnready(t *
 		{APIGroups: []string{""}, Resources: []string{"users"}, ResourceNames: []string{user}, Verbs: []string{"impersonate"}},
 		{APIGroups: []string{""}, Resources: []string{"groups"}, ResourceNames: []string{framework.ReplicaGroup}, Verbs: []string{"impersonate"}},
 		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"userextras/mini-kcm.io/lease-holder"}, Verbs: []string{"impersonate"}},
+		// Serving delegates authentication and authorization with the same user.
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"extension-apiserver-authentication"},
+			Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
 	}
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: rules}
 	if _, err := f.Client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
@@ -78,6 +83,8 @@ func TestReplicaWithoutPodListPermissionNamesTheStuckInformerAndStaysUnready(t *
 		t.Fatal(err)
 	}
 
+	// A certificate user of the test's own role, not the shipped identity: the test is
+	// of a role that lacks a permission.
 	m := startMember(t, f, user, memberOptions{timings: defaultTimings, groups: []string{}})
 	leaderOf(t, f, []*member{m}, time.Minute)
 	started := time.Now()

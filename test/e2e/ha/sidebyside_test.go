@@ -145,7 +145,7 @@ func isAcceptedWrite(e *controlplane.AuditEvent) bool {
 func acceptedWrites(events []controlplane.AuditEvent, user string, since time.Time) (last time.Time, after []string) {
 	for i := range events {
 		e := &events[i]
-		if e.User.Username != user || !isAcceptedWrite(e) {
+		if e.By != user || !isAcceptedWrite(e) {
 			continue
 		}
 		if e.RequestReceivedTimestamp.After(last) {

@@ -152,7 +152,7 @@ func runLaggingTakeover(t *testing.T, from, to int32, lag time.Duration, wantPat
 		// that streams the initial list (sendInitialEvents=true), like the warm ones did.
 		watchLists := map[string]bool{}
 		for _, e := range readAudit(t, f.ControlPlane) {
-			if e.User.Username == second.user && e.Verb == "watch" &&
+			if e.By == second.user && e.Verb == "watch" &&
 				strings.HasPrefix(e.RequestURI, "/api/v1/pods?") && strings.Contains(e.RequestURI, "sendInitialEvents=true") {
 				watchLists[e.AuditID] = true
 			}

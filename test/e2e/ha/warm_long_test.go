@@ -322,7 +322,7 @@ func firstControllerWriteAfter(events []controlplane.AuditEvent, user string, si
 	for i := range events {
 		e := &events[i]
 		at := e.RequestReceivedTimestamp
-		if e.User.Username == user && isControllerWrite(e) && at.After(since) && (first.IsZero() || at.Before(first)) {
+		if e.By == user && isControllerWrite(e) && at.After(since) && (first.IsZero() || at.Before(first)) {
 			first = at
 		}
 	}
@@ -346,10 +346,10 @@ func leaseRenewals(events []controlplane.AuditEvent, lease string, users []strin
 	for i := range events {
 		e := &events[i]
 		if e.Stage != "ResponseComplete" || e.ObjectRef == nil || e.ObjectRef.Resource != "leases" ||
-			e.ObjectRef.Name != lease || e.Verb != "update" || e.Code() != 200 || !slices.Contains(users, e.User.Username) {
+			e.ObjectRef.Name != lease || e.Verb != "update" || e.Code() != 200 || !slices.Contains(users, e.By) {
 			continue
 		}
-		u := e.User.Username
+		u := e.By
 		if prev, ok := lastByUser[u]; ok && last == u {
 			s.gaps = append(s.gaps, e.RequestReceivedTimestamp.Sub(prev))
 		}

@@ -149,18 +149,20 @@ func warmStandbyReady(s *member, resourceVersion float64) error {
 	return nil
 }
 
-// standbyWrites lists the mutating requests of user other than to Leases and reviews,
-// which is every write a standby must not send. Reviews are creates that store
-// nothing: each replica checks at start, with SelfSubjectReviews, that its controllers
-// may impersonate themselves (--leader-elect-apiserver-fence).
+// standbyWrites lists the mutating requests of user other than to Leases, reviews and
+// TokenRequests, which is every write a standby must not send. Reviews are creates that
+// store nothing: each replica checks at start, with SelfSubjectReviews, that its
+// controllers may impersonate themselves (--leader-elect-apiserver-fence). A
+// TokenRequest stores nothing either: a warm standby's controllers' clients hold the
+// tokens of their ServiceAccounts before it leads (--use-service-account-credentials).
 func standbyWrites(events []controlplane.AuditEvent, user string) []string {
 	var writes []string
 	for i := range events {
 		e := &events[i]
-		if e.User.Username != user || e.Stage != "ResponseComplete" || !mutatingVerbs[e.Verb] {
+		if e.By != user || e.Stage != "ResponseComplete" || !mutatingVerbs[e.Verb] {
 			continue
 		}
-		if e.ObjectRef != nil && (e.ObjectRef.Resource == "leases" ||
+		if e.ObjectRef != nil && (e.ObjectRef.Resource == "leases" || e.Resource() == "serviceaccounts/token" ||
 			e.ObjectRef.APIGroup == "authentication.k8s.io" || e.ObjectRef.APIGroup == "authorization.k8s.io") {
 			continue
 		}
@@ -176,7 +178,7 @@ func firstRequests(events []controlplane.AuditEvent, user string) (firstRead, fi
 	for i := range events {
 		e := &events[i]
 		// A watch is audited when its response starts, and completes only when it ends.
-		if e.User.Username != user || e.ObjectRef == nil {
+		if e.By != user || e.ObjectRef == nil {
 			continue
 		}
 		at := e.RequestReceivedTimestamp

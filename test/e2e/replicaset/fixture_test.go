@@ -481,14 +481,14 @@ func (e *env) controllerRequests(since time.Time, keep func(*auditEvent) bool) [
 // process, such as the one that writes its events.
 func (e *env) controllerProcessRequests(since time.Time, keep func(*auditEvent) bool) []auditEvent {
 	e.t.Helper()
-	events, err := e.f.ControlPlane.ReadAuditLog()
+	events, err := framework.AuditLog(e.f.ControlPlane)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	var matched []auditEvent
 	for i := range events {
 		ev := &events[i]
-		if ev.User.Username != e.controllerUser || ev.ObjectRef == nil || ev.ObjectRef.Namespace != e.ns ||
+		if ev.By != e.controllerUser || ev.ObjectRef == nil || ev.ObjectRef.Namespace != e.ns ||
 			ev.RequestReceivedTimestamp.Before(since) {
 			continue
 		}
@@ -547,7 +547,7 @@ func verbs(events []auditEvent) []string {
 // slowRequests lists the requests in the test's namespace that took the apiserver
 // longer than limit, from anyone: a loaded machine shows up here first.
 func (e *env) slowRequests(limit time.Duration) string {
-	events, err := e.f.ControlPlane.ReadAuditLog()
+	events, err := framework.AuditLog(e.f.ControlPlane)
 	if err != nil {
 		return err.Error()
 	}
@@ -557,7 +557,7 @@ func (e *env) slowRequests(limit time.Duration) string {
 		if took := ev.StageTimestamp.Sub(ev.RequestReceivedTimestamp); ev.ObjectRef != nil && ev.ObjectRef.Namespace == e.ns &&
 			took > limit && ev.Verb != "watch" {
 			fmt.Fprintf(&b, "  %s %s %s/%s by %s (%s): %d after %v\n", ev.RequestReceivedTimestamp.Format(time.RFC3339Nano),
-				ev.Verb, ev.Resource(), ev.ObjectRef.Name, ev.User.Username, ev.UserAgent, ev.Code(), took.Round(time.Millisecond))
+				ev.Verb, ev.Resource(), ev.ObjectRef.Name, ev.By, ev.UserAgent, ev.Code(), took.Round(time.Millisecond))
 		}
 	}
 	return b.String()

@@ -62,7 +62,15 @@ func TestTheApiserverRefusesAFrozenShardHoldersWritesWhenItsInProcessFenceIsOff(
 	opts.Env = []string{app.NoInProcessFenceEnv + "=true"}
 
 	// The policy, as deploy/sharded/fence/ ships it but for the suite's replicas' users.
-	policy, err := controlplane.ShardFencePolicy(fmt.Sprintf("%q in request.userInfo.groups", framework.ReplicaGroup))
+	shipped, err := controlplane.ShardFencePolicy("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	identities, err := framework.SuiteFenceIdentities(shipped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy, err := controlplane.ShardFencePolicy(identities)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,13 +162,13 @@ func TestTheApiserverRefusesAFrozenShardHoldersWritesWhenItsInProcessFenceIsOff(
 	waitForPods(t, f, tenants[1:], 2)
 
 	// From the audit log: the frozen term's writes to the tenant after it resumed.
-	events, err := f.ControlPlane.ReadAuditLog()
+	events, err := framework.AuditLog(f.ControlPlane)
 	if err != nil {
 		t.Fatal(err)
 	}
 	isWrite := func(e *controlplane.AuditEvent) bool {
 		return e.Stage == "ResponseComplete" && e.ObjectRef != nil && e.ObjectRef.Namespace == tenants[0] &&
-			e.ObjectRef.Resource != "events" && e.User.Username == frozen.Name &&
+			e.ObjectRef.Resource != "events" && e.By == frozen.Name &&
 			(e.Verb == "create" || e.Verb == "update" || e.Verb == "patch" || e.Verb == "delete")
 	}
 	staleTerm := ""

@@ -349,7 +349,7 @@ func activeEpoch(t *testing.T, f *framework.Framework) sharding.Epoch {
 // for a namespace in that epoch's range (framework.AssertShardWritesByHolders).
 func assertOneWriterAtATime(t *testing.T, f *framework.Framework, tenants []string) {
 	t.Helper()
-	events, err := f.ControlPlane.ReadAuditLog()
+	events, err := framework.AuditLog(f.ControlPlane)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,7 +370,7 @@ func assertOneWriterAtATime(t *testing.T, f *framework.Framework, tenants []stri
 // of the accepted writes of the replicas' shard terms.
 func termSpans(t *testing.T, f *framework.Framework, tenants []string) map[string]map[string]*framework.TermSpan {
 	t.Helper()
-	events, err := f.ControlPlane.ReadAuditLog()
+	events, err := framework.AuditLog(f.ControlPlane)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,13 +53,12 @@ func TestEachSupportedAPIServerVersionReconcilesADeploymentBehindAService(t *tes
 			if got := info.EmulationMajor + "." + info.EmulationMinor; got != v {
 				t.Fatalf("the apiserver emulates %q, want %s: the test would prove nothing", got, v)
 			}
-			kubeconfig, err := cp.AddUser("versions-mini-kcm", "system:masters")
-			if err != nil {
-				t.Fatal(err)
-			}
+			// deploy/'s identities, applied to an apiserver of this version: the RBAC
+			// and the per-controller ServiceAccounts must work on each.
+			kubeconfig := framework.ShippedKubeconfig(t, cp, "versions-mini-kcm")
 			logPath := filepath.Join(cp.Dir(), "logs", "mini-kcm.log")
 			p, err := controlplane.StartProcess(controlplane.ProcessSpec{Name: "mini-kcm", Path: binary, LogPath: logPath,
-				Args: []string{"--kubeconfig=" + kubeconfig, "--leader-elect=false", "--secure-port=0", "--v=2"}})
+				Args: []string{"--kubeconfig=" + kubeconfig, "--use-service-account-credentials=true", "--leader-elect=false", "--secure-port=0", "--v=2"}})
 			if err != nil {
 				t.Fatal(err)
 			}
