@@ -33,14 +33,13 @@ import (
 //   - A sharded replica needs deploy/sharded/'s Role (every Lease of kube-system), which
 //     the suite applies the first time one starts, and keeps for the rest of the suite:
 //     the ServiceAccount is one for every test.
-//   - No Lease-scope policy (deploy/lease-scope/) runs: the suite's tests delete and
-//     recreate Leases as operators, which it does not restrict, and the deploy suite
-//     tests it as shipped.
+//   - No Lease-scope policy (deploy/lease-scope/) runs here; the deploy and node
+//     suites test it as shipped.
 //
 // All replicas share the ServiceAccount, so the apiserver's audit log names the same
-// user for all of them. AuditLog tells them apart by their tokens' credential IDs, the
-// way the node suite does: each replica's own token, and those its process requested
-// for its controllers.
+// user for all of them. AuditLog tells them apart by their tokens' credential IDs, as
+// the failover demo's timeline does: each replica's own token, and those its process
+// requested for its controllers.
 
 const (
 	// ProcessServiceAccount is deploy/'s ServiceAccount of the process, in kube-system.
