@@ -296,6 +296,7 @@ func (s Sources) ProbeFence(ctx context.Context, st *MiniKCMState) {
 		st.FenceProbe = fmt.Sprintf("not probed: %v", err)
 		return
 	}
+	//lint:ignore SA1019 the probe writes as the Endpoints controller, which maintains the deprecated Endpoints API.
 	probe := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Namespace: s.LeaseNamespace, Name: fenceProbeEndpoint}}
 	_, err = client.CoreV1().Endpoints(s.LeaseNamespace).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	what := fmt.Sprintf("a dry-run create of Endpoints %s/%s as %s with holder %s", s.LeaseNamespace, fenceProbeEndpoint, user,
