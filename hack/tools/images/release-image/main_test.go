@@ -95,14 +95,7 @@ func TestTheSameBinariesGiveTheSameDigestsAndTheSameArchive(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		dir := t.TempDir()
-		layoutDir, archive := filepath.Join(dir, "image"), filepath.Join(dir, "image.oci.tar")
-		if err := writeLayout(layoutDir, index, ref); err != nil {
-			t.Fatal(err)
-		}
-		if err := writeArchive(layoutDir, archive); err != nil {
-			t.Fatal(err)
-		}
+		_, archive := writeRelease(t, index, ref)
 		digest, err := index.Digest()
 		if err != nil {
 			t.Fatal(err)
@@ -132,16 +125,9 @@ func TestTheLayoutNamesTheIndexAndTheArchiveHoldsTheLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	layoutDir, archive := filepath.Join(dir, "image"), filepath.Join(dir, "image.oci.tar")
-	if err := writeLayout(layoutDir, index, ref); err != nil {
-		t.Fatal(err)
-	}
+	layoutDir, archive := writeRelease(t, index, ref)
 	if err := writeLayout(layoutDir, index, ref); err == nil {
 		t.Error("a second layout was written over the first")
-	}
-	if err := writeArchive(layoutDir, archive); err != nil {
-		t.Fatal(err)
 	}
 
 	fromLayout, err := layout.ImageIndexFromPath(layoutDir)
@@ -202,4 +188,19 @@ func TestTheLayoutNamesTheIndexAndTheArchiveHoldsTheLayout(t *testing.T) {
 	if want := 3 + 2*3; files != want {
 		t.Errorf("the archive holds %d files, want %d", files, want)
 	}
+}
+
+// writeRelease writes index as main does, a layout and its archive in a new directory,
+// and returns their paths.
+func writeRelease(t *testing.T, index v1.ImageIndex, ref name.Tag) (layoutDir, archive string) {
+	t.Helper()
+	dir := t.TempDir()
+	layoutDir, archive = filepath.Join(dir, "image"), filepath.Join(dir, "image.oci.tar")
+	if err := writeLayout(layoutDir, index, ref); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeArchive(layoutDir, archive); err != nil {
+		t.Fatal(err)
+	}
+	return layoutDir, archive
 }
