@@ -128,7 +128,7 @@ func newReplica(logger klog.Logger, cfg *options.Config, reg *controllers.Regist
 		return nil, fmt.Errorf("trimming cached pods: %w", err)
 	}
 	r := &replica{cfg: cfg, mode: mode, events: &eventRecorders{}, ready: &serving.Readiness{}}
-	r.builder = clients.Builder{Base: cfg.RESTConfig, UserAgent: userAgent, Fence: mode.fence,
+	r.builder = clients.Builder{Base: cfg.RESTConfig, UserAgent: userAgent, Fence: mode.fence, Logger: logger,
 		InProcessFenceOff: mode.inProcessFenceOff, Trimmer: trimmer}
 	if mode.apiserverFence {
 		r.builder.Holder, r.builder.Controllers = mode.identity, sets.New(reg.Names()...)

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/transport"
+	"k8s.io/klog/v2"
 
 	"github.com/mini-kcm/mini-kcm/caches"
 	"github.com/mini-kcm/mini-kcm/caches/cachetrim"
@@ -42,6 +43,9 @@ type Builder struct {
 	ServiceAccounts map[string]string
 	// Tokens requests those tokens, with Base's credentials.
 	Tokens corev1client.ServiceAccountsGetter
+	// Logger reports a controller's first token that could not be had; the zero
+	// value is klog's default logger.
+	Logger klog.Logger
 	// Fence, when set, guards every client's writes: none leaves this process unless
 	// it holds the Lease by its own clock. Nil (--leader-elect=false) fences nothing.
 	Fence *leaderelection.Fence
@@ -84,6 +88,13 @@ func (b Builder) ForShardTerm(fence *leaderelection.Fence, lease, term string) B
 	return b
 }
 
+func (b Builder) logger() klog.Logger {
+	if b.Logger.GetSink() == nil {
+		return klog.Background()
+	}
+	return b.Logger
+}
+
 // userAgent is name's user agent.
 func (b Builder) userAgent(name string) string {
 	if b.UserAgent == nil {
@@ -105,10 +116,16 @@ func (b Builder) Config(name string) (*rest.Config, error) {
 	if account, ok := b.ServiceAccounts[name]; ok {
 		tokens := &serviceAccountTokens{client: b.Tokens, namespace: metav1.NamespaceSystem, name: account}
 		cached := transport.NewCachedTokenSource(tokens)
-		// Request the first token now, so that a missing account or permission fails the
-		// start with the fix in the message instead of every write of the controller.
+		// Request the first token now, so that a missing account or permission is in the
+		// log with its fix as soon as the controller is built. It does not fail the
+		// build: right after kube-apiserver restarts it refuses the account until its
+		// RBAC cache is filled, and a replica must ride that out as its informers do.
+		// The controller's requests ask again (client-go's cached token source), each
+		// failing with the same message until the token is granted, and its work queue
+		// retries them.
 		if _, err := cached.Token(); err != nil {
-			return nil, err
+			b.logger().Error(err, "No token yet for a controller's ServiceAccount; its requests ask again and fail until one is granted",
+				"controller", name, "serviceAccount", klog.KRef(metav1.NamespaceSystem, account))
 		}
 		// Only the apiserver's address and CA stay: client certificates would be
 		// authenticated before the bearer token, and the controller would write as the

@@ -36,8 +36,9 @@ const (
 )
 
 // serviceAccountTokenBackoff retries a failed TokenRequest as upstream's clientbuilder
-// does: four attempts, 0.5s, 1s and 2s apart, so that an apiserver restart or a dropped
-// connection does not fail the controller's request that needed the token.
+// does: four attempts, 0.5s, 1s and 2s apart, so that an apiserver restart, its RBAC
+// cache filling after it, or a dropped connection does not fail the controller's
+// request that needed the token.
 var serviceAccountTokenBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Steps: 4}
 
 // serviceAccountTokens is an oauth2.TokenSource of tokens for one ServiceAccount,
@@ -69,16 +70,12 @@ func (s *serviceAccountTokens) Token() (*oauth2.Token, error) {
 	)
 	err := wait.ExponentialBackoff(backoff, func() (bool, error) {
 		resp, lastErr = s.request()
-		switch {
-		case lastErr == nil:
-			return true, nil
-		case apierrors.IsNotFound(lastErr) || apierrors.IsForbidden(lastErr):
-			// An operator must create the account or grant the request: retrying would
-			// only delay the message that says so.
-			return false, lastErr
-		default:
-			return false, nil
-		}
+		// Every failure is retried, Forbidden and NotFound too: a kube-apiserver that
+		// just started refuses every ServiceAccount until its RBAC informers synced, and
+		// kubectl apply -k may create the account a moment after the replica starts.
+		// A grant or account that is really missing costs the backoff's 3.5 s before
+		// explain names the fix.
+		return lastErr == nil, nil
 	})
 	if err != nil {
 		if lastErr == nil {

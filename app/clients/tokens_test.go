@@ -1,6 +1,7 @@
 package clients
 
 import (
+	"bytes"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/klog/v2/textlogger"
 	testingclock "k8s.io/utils/clock/testing"
 )
 
@@ -109,10 +111,11 @@ func TestServiceAccountTokenWithAZeroOrSkewedExpiryIsKeptForEightMinutes(t *test
 	}
 }
 
-// A TokenRequest that fails for a passing reason (an apiserver restart) is retried with
-// backoff, as upstream's clientbuilder does, so that the controller's request that
-// needed the token does not fail; a missing account or grant is not retried.
-func TestTokenRequestIsRetriedWithBackoffUnlessTheAccountOrGrantIsMissing(t *testing.T) {
+// A TokenRequest that fails for a passing reason (an apiserver restart, its RBAC cache
+// not yet filled, the account created a moment later) is retried with backoff, as
+// upstream's clientbuilder does, so that the controller's request that needed the token
+// does not fail; a failure that lasts the backoff out is returned.
+func TestTokenRequestIsRetriedWithBackoff(t *testing.T) {
 	for name, tc := range map[string]struct {
 		failures     []error
 		wantErr      bool
@@ -123,10 +126,19 @@ func TestTokenRequestIsRetriedWithBackoffUnlessTheAccountOrGrantIsMissing(t *tes
 		"always failing": {failures: []error{apierrors.NewServiceUnavailable("a"), apierrors.NewServiceUnavailable("b"),
 			apierrors.NewServiceUnavailable("c"), apierrors.NewServiceUnavailable("d"), apierrors.NewServiceUnavailable("e")},
 			wantErr: true, wantRequests: 4},
-		"not found": {failures: []error{apierrors.NewNotFound(schema.GroupResource{Resource: "serviceaccounts"}, "x")},
-			wantErr: true, wantRequests: 1},
-		"forbidden": {failures: []error{apierrors.NewForbidden(schema.GroupResource{Resource: "serviceaccounts/token"}, "x", nil)},
-			wantErr: true, wantRequests: 1},
+		// What a kube-apiserver answers right after it started, until its RBAC cache is
+		// filled: a replica exited on it before.
+		"forbidden until the grant is seen": {failures: []error{
+			apierrors.NewForbidden(schema.GroupResource{Resource: "serviceaccounts/token"}, "x", nil),
+			apierrors.NewForbidden(schema.GroupResource{Resource: "serviceaccounts/token"}, "x", nil)}, wantRequests: 3},
+		"not found until created": {failures: []error{apierrors.NewNotFound(schema.GroupResource{Resource: "serviceaccounts"}, "x")},
+			wantRequests: 2},
+		"always forbidden": {failures: []error{
+			apierrors.NewForbidden(schema.GroupResource{Resource: "serviceaccounts/token"}, "a", nil),
+			apierrors.NewForbidden(schema.GroupResource{Resource: "serviceaccounts/token"}, "b", nil),
+			apierrors.NewForbidden(schema.GroupResource{Resource: "serviceaccounts/token"}, "c", nil),
+			apierrors.NewForbidden(schema.GroupResource{Resource: "serviceaccounts/token"}, "d", nil)},
+			wantErr: true, wantRequests: 4},
 	} {
 		t.Run(name, func(t *testing.T) {
 			client := fake.NewClientset()
@@ -153,18 +165,32 @@ func TestTokenRequestIsRetriedWithBackoffUnlessTheAccountOrGrantIsMissing(t *tes
 	}
 }
 
-func TestMissingServiceAccountFailsTheClientWithTheFix(t *testing.T) {
+// A controller whose ServiceAccount is missing still gets its client, so that a
+// replica rides out an apiserver that refuses the account for a while; the log says so
+// at once, and each of the controller's requests fails with the fix in its error.
+func TestMissingServiceAccountFailsTheRequestsWithTheFix(t *testing.T) {
+	// The backoff would make the test wait 3.5 s twice (at the build, at the request).
+	defer func(b wait.Backoff) { serviceAccountTokenBackoff = b }(serviceAccountTokenBackoff)
+	serviceAccountTokenBackoff = wait.Backoff{Duration: time.Millisecond, Factor: 2, Steps: 4}
 	client := fake.NewClientset()
 	tokenReactor(t, client, time.Now())
+	var logged bytes.Buffer
 	builder := Builder{Base: &rest.Config{Host: "https://127.0.0.1:1", QPS: 5, Burst: 10},
-		ServiceAccounts: map[string]string{"endpoints-controller": "mini-kcm-endpoints-controller"}, Tokens: client.CoreV1()}
-	_, err := builder.Client("endpoints-controller")
-	if err == nil {
-		t.Fatal("a client for a controller whose ServiceAccount does not exist was built")
+		ServiceAccounts: map[string]string{"endpoints-controller": "mini-kcm-endpoints-controller"}, Tokens: client.CoreV1(),
+		Logger: textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&logged)))}
+	c, err := builder.Client("endpoints-controller")
+	if err != nil {
+		t.Fatalf("building the client of a controller whose ServiceAccount does not exist yet: %v", err)
 	}
-	for _, want := range []string{"kube-system/mini-kcm-endpoints-controller", "does not exist", "deploy/rbac/", "--use-service-account-credentials"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not mention %q", err, want)
+	_, err = c.CoreV1().Namespaces().Get(t.Context(), "x", metav1.GetOptions{})
+	if err == nil {
+		t.Fatal("a controller whose ServiceAccount does not exist sent a request")
+	}
+	for what, text := range map[string]string{"the request's error": err.Error(), "the log": logged.String()} {
+		for _, want := range []string{"mini-kcm-endpoints-controller", "does not exist", "deploy/rbac/", "--use-service-account-credentials"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("%s %q does not mention %q", what, text, want)
+			}
 		}
 	}
 }
@@ -174,7 +200,8 @@ func TestForbiddenTokenRequestNamesThePermission(t *testing.T) {
 	client.PrependReactor("create", "serviceaccounts", func(action clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "serviceaccounts/token"}, "x", nil)
 	})
-	tokens := &serviceAccountTokens{client: client.CoreV1(), namespace: "kube-system", name: "deployment-controller"}
+	tokens := &serviceAccountTokens{client: client.CoreV1(), namespace: "kube-system", name: "deployment-controller",
+		backoff: wait.Backoff{Duration: time.Millisecond, Factor: 2, Steps: serviceAccountTokenBackoff.Steps}}
 	_, err := tokens.Token()
 	if err == nil || !strings.Contains(err.Error(), "create on serviceaccounts/token") ||
 		!strings.Contains(err.Error(), "kube-system/deployment-controller") {
