@@ -47,14 +47,10 @@ func runRolloutThroughAPIServerRestart(t *testing.T, timings electionTimings, do
 	if _, err := f.Client.CoreV1().Services(ns).Create(ctx, newService("web", map[string]string{"app": "web"}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// Certificate users in system:masters, not the shipped identity, until the defect
-	// the outage test found is fixed (see outage_test.go): a restarted kube-apiserver
-	// refuses the ServiceAccount until its RBAC cache is filled, and the replica whose
-	// token-request check is refused then exits.
 	var members []*member
 	for i := range 2 {
 		members = append(members, startMember(t, f, fmt.Sprintf("ha-restart-%s-%d", ns[len(ns)-5:], i),
-			memberOptions{timings: timings, groups: []string{"system:masters"}}))
+			memberOptions{timings: timings}))
 	}
 	leader := leaderOf(t, f, members, time.Minute)
 	eventually(t, 2*time.Minute, func() error { return deploymentComplete(ctx, f.Client, ns, "web") })

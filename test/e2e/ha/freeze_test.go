@@ -243,18 +243,11 @@ func implementation() string {
 // mini-kcm's, or with MINI_KCM_E2E_UPSTREAM=1 kube-controller-manager's.
 func startCandidates(t *testing.T, f *framework.Framework, prefix string, timings electionTimings, controllers string) []*freezeCandidate {
 	t.Helper()
-	return startCandidatesIn(t, f, prefix, timings, controllers, nil)
-}
-
-// startCandidatesIn is startCandidates with mini-kcm's replicas certificate users in
-// groups instead of the shipped identity, when groups is not nil.
-func startCandidatesIn(t *testing.T, f *framework.Framework, prefix string, timings electionTimings, controllers string, groups []string) []*freezeCandidate {
-	t.Helper()
 	var out []*freezeCandidate
 	for i := range 3 {
 		user := fmt.Sprintf("%s-%s-%d", prefix, f.Namespace[len(f.Namespace)-5:], i)
 		if !framework.AgainstUpstream() {
-			m := startMember(t, f, user, memberOptions{timings: timings, groups: groups, args: []string{"--controllers=" + controllers}})
+			m := startMember(t, f, user, memberOptions{timings: timings, args: []string{"--controllers=" + controllers}})
 			out = append(out, &freezeCandidate{user: user, pid: m.Pid(), member: m})
 			continue
 		}
