@@ -33,7 +33,7 @@ var kustomizations = []string{".", "base", "sharded", "static-pod", "static-pod/
 
 // components are the optional pieces an overlay picks (README.md, "Components"): each
 // is a kustomize Component.
-var components = []string{"fence", "lease-scope", "sharded/fence", "monitoring", "image"}
+var components = []string{"fence", "lease-scope", "sharded/fence", "monitoring", "serving-cert", "image"}
 
 // defaultImage is the image the manifests name until image/ is set: image/'s newTag on
 // the name mini-kcm.
@@ -296,6 +296,10 @@ func TestOptionalPiecesAreComponentsAndEveryCombinationBuilds(t *testing.T) {
 		{entry: "deploy", components: []string{"monitoring"},
 			policies: []string{"mini-kcm-lease-fence", "mini-kcm-lease-scope"}, kinds: []string{"PodMonitor", "PrometheusRule"}},
 		{entry: "deploy/sharded", components: []string{"monitoring"},
+			policies: []string{"mini-kcm-shard-fence", "mini-kcm-lease-scope"}, kinds: []string{"PodMonitor", "PrometheusRule"}},
+		{entry: "deploy", components: []string{"monitoring", "serving-cert"},
+			policies: []string{"mini-kcm-lease-fence", "mini-kcm-lease-scope"}, kinds: []string{"PodMonitor", "PrometheusRule"}},
+		{entry: "deploy/sharded", components: []string{"monitoring", "serving-cert"},
 			policies: []string{"mini-kcm-shard-fence", "mini-kcm-lease-scope"}, kinds: []string{"PodMonitor", "PrometheusRule"}},
 		{entry: "deploy/base", components: []string{"lease-scope"}, policies: []string{"mini-kcm-lease-scope"}},
 		{entry: "deploy/base", components: []string{"lease-scope", "monitoring"},

@@ -147,9 +147,25 @@ func TestPodMonitorScrapesTheReplicasHTTPSPort(t *testing.T) {
 	}
 }
 
-// The alerts the issue names are there, each with a severity and a runbook.
+// runbookURL is where every alert's runbook_url points: its section of docs/runbooks.md
+// on the project's main branch, by the anchor a Markdown renderer gives its heading.
+const runbookURL = "https://github.com/mini-kcm/mini-kcm/blob/main/docs/runbooks.md#"
+
+// The alerts the issue names are there, each with a severity and a runbook_url (the
+// annotation Alertmanager's and Grafana's templates link) to a section of
+// docs/runbooks.md, and every section there is an alert's.
 func TestAlertsCarrySeveritiesAndRunbooks(t *testing.T) {
 	_, rule := loadMonitoring(t)
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "runbooks.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sections := map[string]bool{}
+	for _, line := range strings.Split(string(doc), "\n") {
+		if name, ok := strings.CutPrefix(line, "## "); ok {
+			sections[strings.ToLower(strings.TrimSpace(name))] = true
+		}
+	}
 	var alerts []string
 	for _, g := range rule.Spec.Groups {
 		for _, r := range g.Rules {
@@ -157,15 +173,26 @@ func TestAlertsCarrySeveritiesAndRunbooks(t *testing.T) {
 			if s := r.Labels["severity"]; s != "critical" && s != "warning" {
 				t.Errorf("alert %s has severity %q, want critical or warning", r.Alert, s)
 			}
-			for _, a := range []string{"summary", "description", "runbook"} {
+			for _, a := range []string{"summary", "description", "runbook_url"} {
 				if strings.TrimSpace(r.Annotations[a]) == "" {
 					t.Errorf("alert %s has no %s annotation", r.Alert, a)
 				}
 			}
+			anchor := strings.ToLower(r.Alert)
+			if got := r.Annotations["runbook_url"]; got != runbookURL+anchor {
+				t.Errorf("alert %s has runbook_url %q, want %q", r.Alert, got, runbookURL+anchor)
+			}
+			if !sections[anchor] {
+				t.Errorf("docs/runbooks.md has no section \"## %s\"", r.Alert)
+			}
+			delete(sections, anchor)
 		}
 	}
+	for s := range sections {
+		t.Errorf("docs/runbooks.md has a section %q that is no alert's", s)
+	}
 	for _, want := range []string{"MiniKCMNoLeader", "MiniKCMLeadershipFlapping", "MiniKCMWritesFenced", "MiniKCMSyncStuck",
-		"MiniKCMQueueBacklog", "MiniKCMShardUnserved"} {
+		"MiniKCMQueueBacklog", "MiniKCMShardUnserved", "MiniKCMNotScraped", "MiniKCMReplicaDown"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("no alert %s among %v", want, alerts)
 		}
@@ -221,4 +248,43 @@ func TestAlertingRulesParseAsPrometheusLoadsThem(t *testing.T) {
 		t.Fatalf("go run ./checkrules (in hack/tools/prometheus): %v\n%s", err, out)
 	}
 	t.Logf("checkrules:\n%s", out)
+}
+
+// serving-cert/, in deploy/ and deploy/sharded/, gives the replica the mounted
+// certificate and key of the Secret mini-kcm-serving as its serving certificate, beside
+// the flags and mounts the install already has.
+func TestServingCertComponentServesTheMountedSecret(t *testing.T) {
+	for _, entry := range []string{"deploy", "deploy/sharded"} {
+		t.Run(entry, func(t *testing.T) {
+			root := t.TempDir()
+			copyDeploy(t, root)
+			overlay := filepath.Join(root, "overlay")
+			writeFile(t, filepath.Join(overlay, "kustomization.yaml"), "apiVersion: kustomize.config.k8s.io/v1beta1\n"+
+				"kind: Kustomization\nresources:\n- ../"+entry+"\ncomponents:\n- ../deploy/serving-cert\n")
+			plain := only[*appsv1.StatefulSet](t, loadKustomization(t, filepath.Join(root, entry)))
+			sts := only[*appsv1.StatefulSet](t, loadKustomization(t, overlay))
+			c := sts.Spec.Template.Spec.Containers[0]
+			if !slices.Equal(c.Args[:len(plain.Spec.Template.Spec.Containers[0].Args)], plain.Spec.Template.Spec.Containers[0].Args) {
+				t.Errorf("the component changed the install's flags: %v", c.Args)
+			}
+			var mount string
+			for _, m := range c.VolumeMounts {
+				for _, v := range sts.Spec.Template.Spec.Volumes {
+					if v.Name == m.Name && v.Secret != nil && v.Secret.SecretName == "mini-kcm-serving" && m.ReadOnly {
+						mount = m.MountPath
+					}
+				}
+			}
+			if mount == "" {
+				t.Fatalf("the Secret mini-kcm-serving is not mounted read-only: volumes %v, mounts %v",
+					sts.Spec.Template.Spec.Volumes, c.VolumeMounts)
+			}
+			if got := mustFlag(t, c, "tls-cert-file"); got != mount+"/tls.crt" {
+				t.Errorf("--tls-cert-file=%s, want the Secret's tls.crt at %s", got, mount)
+			}
+			if got := mustFlag(t, c, "tls-private-key-file"); got != mount+"/tls.key" {
+				t.Errorf("--tls-private-key-file=%s, want the Secret's tls.key at %s", got, mount)
+			}
+		})
+	}
 }

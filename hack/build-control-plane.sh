@@ -4,7 +4,9 @@
 # benchmarks run beside mini-kcm) and the KWOK fake kubelet, all from source through the
 # Go module proxy; and what the local node (test/e2e/node) runs: kubelet, kube-proxy,
 # kubectl (which applies deploy/ with its built-in kustomize, as users do), and the
-# image tools of hack/tools/images (the pause and sample-server programs, node-images).
+# image tools of hack/tools/images (the pause and sample-server programs, node-images),
+# and Prometheus (hack/tools/prometheus), which scrapes the node's replicas through the
+# shipped monitoring and evaluates its alerts.
 # It always builds all of them: whatever `make test` needs, it builds.
 # `--list` prints their names (test/controlplane checks them against what it launches).
 # `--kind` builds instead what only make test-kind (hack/kind/run.sh) needs: kubeadm
@@ -81,7 +83,7 @@ build() {
 }
 
 binaries=(etcd kube-apiserver kube-scheduler kwok kube-controller-manager
-	kubelet kube-proxy kubectl pause sample-server node-images)
+	kubelet kube-proxy kubectl pause sample-server node-images prometheus)
 if [[ "${1:-}" == --list ]]; then
 	printf '%s\n' "${binaries[@]}"
 	exit 0
@@ -145,6 +147,8 @@ others_rc=0
 build etcd etcd=go.etcd.io/etcd/server/v3 || others_rc=$?
 ((others_rc)) || build kwok kwok=sigs.k8s.io/kwok/cmd/kwok || others_rc=$?
 ((others_rc)) || build images pause=./pause sample-server=./sample-server node-images=./node-images || others_rc=$?
+# Without the web UI's assets (the builtinassets tag): the HTTP API the tests read is whole.
+((others_rc)) || build prometheus prometheus=github.com/prometheus/prometheus/cmd/prometheus || others_rc=$?
 kube_rc=0
 wait "$kube_pid" || kube_rc=$?
 if ((others_rc || kube_rc)); then

@@ -72,13 +72,15 @@ const (
 // hack/build-control-plane.sh builds exactly these (a test checks it), so that
 // `make test` on an empty cache builds all it needs.
 var Binaries = []string{Etcd, KubeAPIServer, KubeScheduler, KWOK, KubeControllerManager,
-	Kubelet, KubeProxy, Kubectl, "pause", "sample-server", NodeImages}
+	Kubelet, KubeProxy, Kubectl, "pause", "sample-server", NodeImages, Prometheus}
 
-// Kubectl applies deploy/ to the node (with its built-in kustomize, as users do), and
-// NodeImages builds the node's images (hack/tools/images).
+// Kubectl applies deploy/ to the node (with its built-in kustomize, as users do),
+// NodeImages builds the node's images (hack/tools/images), and Prometheus scrapes the
+// node's replicas through deploy/monitoring (hack/tools/prometheus).
 const (
 	Kubectl    = "kubectl"
 	NodeImages = "node-images"
+	Prometheus = "prometheus"
 )
 
 // ControlPlane is a running local control plane. Its methods are safe for concurrent
