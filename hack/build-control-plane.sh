@@ -5,8 +5,8 @@
 # Go module proxy; and what the local node (test/e2e/node) runs: kubelet, kube-proxy,
 # kubectl (which applies deploy/ with its built-in kustomize, as users do), and the
 # image tools of hack/tools/images (the pause and sample-server programs, node-images),
-# and Prometheus (hack/tools/prometheus), which scrapes the node's replicas through the
-# shipped monitoring and evaluates its alerts.
+# and Prometheus (hack/tools/prometheus) with the Prometheus Operator and its config
+# reloader (hack/tools/prometheus-operator), which run the shipped monitoring on the node.
 # It always builds all of them: whatever `make test` needs, it builds.
 # `--list` prints their names (test/controlplane checks them against what it launches).
 # `--kind` builds instead what only make test-kind (hack/kind/run.sh) needs: kubeadm
@@ -83,7 +83,8 @@ build() {
 }
 
 binaries=(etcd kube-apiserver kube-scheduler kwok kube-controller-manager
-	kubelet kube-proxy kubectl pause sample-server node-images prometheus)
+	kubelet kube-proxy kubectl pause sample-server node-images prometheus
+	prometheus-operator prometheus-config-reloader)
 if [[ "${1:-}" == --list ]]; then
 	printf '%s\n' "${binaries[@]}"
 	exit 0
@@ -149,6 +150,12 @@ build etcd etcd=go.etcd.io/etcd/server/v3 || others_rc=$?
 ((others_rc)) || build images pause=./pause sample-server=./sample-server node-images=./node-images || others_rc=$?
 # Without the web UI's assets (the builtinassets tag): the HTTP API the tests read is whole.
 ((others_rc)) || build prometheus prometheus=github.com/prometheus/prometheus/cmd/prometheus || others_rc=$?
+# One binary per build: the operator's package is named operator, and the cache names it
+# for what it is. The second build finds the packages they share compiled.
+((others_rc)) || build prometheus-operator \
+	prometheus-operator=github.com/prometheus-operator/prometheus-operator/cmd/operator || others_rc=$?
+((others_rc)) || build prometheus-operator \
+	prometheus-config-reloader=github.com/prometheus-operator/prometheus-operator/cmd/prometheus-config-reloader || others_rc=$?
 kube_rc=0
 wait "$kube_pid" || kube_rc=$?
 if ((others_rc || kube_rc)); then

@@ -72,15 +72,19 @@ const (
 // hack/build-control-plane.sh builds exactly these (a test checks it), so that
 // `make test` on an empty cache builds all it needs.
 var Binaries = []string{Etcd, KubeAPIServer, KubeScheduler, KWOK, KubeControllerManager,
-	Kubelet, KubeProxy, Kubectl, "pause", "sample-server", NodeImages, Prometheus}
+	Kubelet, KubeProxy, Kubectl, "pause", "sample-server", NodeImages, Prometheus, PrometheusOperator,
+	PrometheusConfigReloader}
 
 // Kubectl applies deploy/ to the node (with its built-in kustomize, as users do),
-// NodeImages builds the node's images (hack/tools/images), and Prometheus scrapes the
-// node's replicas through deploy/monitoring (hack/tools/prometheus).
+// NodeImages builds the node's images (hack/tools/images), and the Prometheus Operator
+// runs Prometheus on the node from deploy/monitoring (hack/tools/prometheus and
+// hack/tools/prometheus-operator).
 const (
-	Kubectl    = "kubectl"
-	NodeImages = "node-images"
-	Prometheus = "prometheus"
+	Kubectl                  = "kubectl"
+	NodeImages               = "node-images"
+	Prometheus               = "prometheus"
+	PrometheusOperator       = "prometheus-operator"
+	PrometheusConfigReloader = "prometheus-config-reloader"
 )
 
 // ControlPlane is a running local control plane. Its methods are safe for concurrent

@@ -1,13 +1,18 @@
 // Module prometheus holds the Prometheus tools deploy/monitoring/ is checked with:
-// checkrules (promtool check rules' parsing, without the rest of promtool) and the
-// Prometheus Operator's CRDs
-// (example/prometheus-operator-crd/ of its module), which the real-node suite installs
-// before it applies the monitoring Component. Its own module, so that the main go.mod
-// does not carry Prometheus' dependencies. No package imports the operator's module, so
-// `go mod tidy` would drop its requirement: do not tidy this module (update with go get).
+// checkrules (promtool check rules' parsing, without the rest of promtool), and
+// Prometheus itself (cmd/prometheus, a tool of this module), which
+// hack/build-control-plane.sh builds for the real-node suite. Its own module, so that
+// the main go.mod does not carry Prometheus' dependencies. The Prometheus Operator
+// builds in hack/tools/prometheus-operator (it does not compile against this
+// Prometheus).
 module github.com/mini-kcm/mini-kcm/hack/tools/prometheus
 
 go 1.26.7
+
+require (
+	github.com/prometheus/common v0.72.1
+	github.com/prometheus/prometheus v0.316.0
+)
 
 require (
 	cloud.google.com/go/auth v0.24.1-0.20261001053825-dbc26066f70a // indirect
@@ -156,7 +161,6 @@ require (
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/mwitkow/go-conntrack v0.0.0-20190716064945-2f068394615f // indirect
-	github.com/nsf/jsondiff v0.0.0-20260207060731-8e8d90c4c0ac // indirect
 	github.com/oklog/run v1.2.0 // indirect
 	github.com/oklog/ulid/v2 v2.1.2 // indirect
 	github.com/open-telemetry/opentelemetry-collector-contrib/internal/exp/metrics v0.163.0 // indirect
@@ -174,17 +178,14 @@ require (
 	github.com/pkg/browser v0.0.0-20240102092130-5ac0b6a4141c // indirect
 	github.com/planetscale/vtprotobuf v0.6.1-0.20240319094008-0393e58bdf10 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
-	github.com/prometheus-operator/prometheus-operator v0.85.0 // indirect
 	github.com/prometheus/alertmanager v0.34.1 // indirect
 	github.com/prometheus/client_golang v1.25.0 // indirect
 	github.com/prometheus/client_golang/exp v0.0.0-20261019101427-217707f26b14 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
-	github.com/prometheus/common v0.72.1 // indirect
 	github.com/prometheus/common/assets v0.2.0 // indirect
 	github.com/prometheus/exporter-toolkit v0.20.0 // indirect
 	github.com/prometheus/otlptranslator v1.0.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
-	github.com/prometheus/prometheus v0.316.0 // indirect
 	github.com/prometheus/sigv4 v0.5.0 // indirect
 	github.com/puzpuzpuz/xsync/v4 v4.5.0 // indirect
 	github.com/scaleway/scaleway-sdk-go v1.39.0 // indirect

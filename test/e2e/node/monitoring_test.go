@@ -22,16 +22,16 @@ import (
 )
 
 // operatorCRDs returns the Prometheus Operator's CRD files of the kinds deploy/monitoring
-// uses, from the operator's Go module at the version hack/tools/prometheus pins
+// uses, from the operator's Go module at the version hack/tools/prometheus-operator builds
 // (example/prometheus-operator-crd/ of the module zip, through the Go module proxy or
 // the module cache).
 func operatorCRDs(t *testing.T, kinds ...string) []string {
 	t.Helper()
 	cmd := exec.Command("go", "mod", "download", "-json", "github.com/prometheus-operator/prometheus-operator")
-	cmd.Dir = repoPath(t, "hack/tools/prometheus")
+	cmd.Dir = repoPath(t, "hack/tools/prometheus-operator")
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("go mod download of the Prometheus Operator (for its CRDs), in hack/tools/prometheus: %v\n%s", err, out)
+		t.Fatalf("go mod download of the Prometheus Operator (for its CRDs), in hack/tools/prometheus-operator: %v\n%s", err, out)
 	}
 	var module struct{ Dir, Version string }
 	if err := json.Unmarshal(out, &module); err != nil || module.Dir == "" {
