@@ -44,6 +44,23 @@ const (
 
 func (cp *ControlPlane) pkiPath(name string) string { return filepath.Join(cp.dir, "pki", name) }
 
+// nodeEgressPath is the unix socket of the node's egress proxy (startNodeEgress).
+func (cp *ControlPlane) nodeEgressPath() string { return filepath.Join(cp.dir, "node-egress.sock") }
+
+// egressSelectorConfig sends the apiserver's connections into the cluster (kubelets,
+// pods, services) through the node's egress proxy, an HTTP CONNECT proxy on the unix
+// socket %s; its own etcd and the control plane's traffic go direct.
+const egressSelectorConfig = `apiVersion: apiserver.k8s.io/v1beta1
+kind: EgressSelectorConfiguration
+egressSelections:
+- name: cluster
+  connection:
+    proxyProtocol: HTTPConnect
+    transport:
+      uds:
+        udsName: %s
+`
+
 // writeAPIServerFiles writes the CA, the apiserver serving certificate, the service
 // account signing key and the audit policy.
 func (cp *ControlPlane) writeAPIServerFiles() error {
@@ -66,14 +83,27 @@ func (cp *ControlPlane) writeAPIServerFiles() error {
 	if err != nil {
 		return err
 	}
+	// The apiserver's client certificate for the kubelet (logs, exec, port-forward),
+	// as kubeadm's apiserver-kubelet-client: a member of system:masters, which the
+	// kubelet's webhook authorization allows.
+	kubeletClient, err := cp.ca.issue(pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}},
+		x509.ExtKeyUsageClientAuth)
+	if err != nil {
+		return err
+	}
 	files := map[string][]byte{
-		cp.pkiPath("ca.crt"):                []byte(cp.ca.certPEM),
-		cp.pkiPath("apiserver.crt"):         serving.certPEM,
-		cp.pkiPath("apiserver.key"):         serving.keyPEM,
-		cp.pkiPath("service-account.key"):   saKey,
-		filepath.Join(cp.dir, "audit.yaml"): []byte(auditPolicy),
+		cp.pkiPath("apiserver-kubelet-client.crt"): kubeletClient.certPEM,
+		cp.pkiPath("apiserver-kubelet-client.key"): kubeletClient.keyPEM,
+		cp.pkiPath("ca.crt"):                       []byte(cp.ca.certPEM),
+		cp.pkiPath("apiserver.crt"):                serving.certPEM,
+		cp.pkiPath("apiserver.key"):                serving.keyPEM,
+		cp.pkiPath("service-account.key"):          saKey,
+		filepath.Join(cp.dir, "audit.yaml"):        []byte(auditPolicy),
 	}
 	maps.Copy(files, etcdFiles)
+	if cp.opts.Node {
+		files[filepath.Join(cp.dir, "egress-selector.yaml")] = []byte(fmt.Sprintf(egressSelectorConfig, cp.nodeEgressPath()))
+	}
 	return writeFiles(files)
 }
 
@@ -207,7 +237,14 @@ func (cp *ControlPlane) apiServerArgs() []string {
 		// service account and node lifecycle controllers they rely on).
 		args = append(args,
 			"--advertise-address="+nodeAPIServerIP.String(),
-			"--endpoint-reconciler-type=lease")
+			"--endpoint-reconciler-type=lease",
+			// What the apiserver dials in the cluster (the kubelet for logs, exec and
+			// port-forward; pods and services for their proxy) goes through the
+			// harness's CONNECT proxy on a unix socket, which dials inside the node's
+			// network namespace (see nodeEgress): the host has no route there.
+			"--egress-selector-config-file="+filepath.Join(cp.dir, "egress-selector.yaml"),
+			"--kubelet-client-certificate="+cp.pkiPath("apiserver-kubelet-client.crt"),
+			"--kubelet-client-key="+cp.pkiPath("apiserver-kubelet-client.key"))
 	} else {
 		args = append(args,
 			// The apiserver would publish its advertise address as the endpoints of the

@@ -99,10 +99,13 @@ var nodePackages = []struct{ path, pkg string }{
 	{"/usr/sbin/conntrack", "conntrack"},
 	{"/usr/bin/nsenter", "util-linux"},
 	{"/usr/sbin/ip", "iproute2"},
+	// Not the node's: the runbooks' reads of a replica's status use it
+	// (test/e2e/node/prometheus_test.go runs them as documented).
+	{"/usr/bin/curl", "curl"},
 }
 
 // NodeInstallCommand installs what the node needs on Debian or Ubuntu.
-const NodeInstallCommand = "apt-get install -y containerd runc containernetworking-plugins iptables conntrack iproute2 util-linux"
+const NodeInstallCommand = "apt-get install -y containerd runc containernetworking-plugins iptables conntrack iproute2 util-linux curl"
 
 // NodeSupported returns nil when this machine can run the node (Options.Node), else an
 // error naming what is missing and how to install it.
@@ -149,6 +152,8 @@ type node struct {
 	// cleaned up after a killed run, but its namespace and cgroups are (by name).
 	recordPath string
 	forwarder  *forwarder
+	// egress is the apiserver's way into the namespace (startNodeEgress).
+	egress *forwarder
 }
 
 // NodeDir returns the node's state directory, or "" without a node.
@@ -252,6 +257,9 @@ func (cp *ControlPlane) startNode(ctx context.Context) error {
 		return err
 	}
 	cp.node.forwarder = fw
+	if cp.node.egress, err = startNodeEgress(record.Netns, cp.nodeEgressPath()); err != nil {
+		return err
+	}
 	kubeconfig, err := cp.addUserAt("system:node:"+NodeName, "https://"+fw.address, "system:masters", "system:nodes")
 	if err != nil {
 		return err
@@ -535,6 +543,9 @@ func (cp *ControlPlane) stopNode() {
 	record := cp.node.record
 	killNodeWorkloads(record)
 	cp.stopComponent(Containerd, 5*time.Second)
+	if cp.node.egress != nil {
+		cp.node.egress.stop()
+	}
 	if cp.node.forwarder != nil {
 		cp.node.forwarder.stop()
 	}
@@ -904,7 +915,76 @@ func startForwarder(netns, listen, target string) (*forwarder, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &forwarder{address: listen, listener: listener, conns: map[net.Conn]struct{}{}}
+	return serveForwarder(listen, listener, func(in net.Conn) (net.Conn, net.Conn, error) {
+		out, err := net.DialTimeout("tcp", target, 5*time.Second)
+		return in, out, err
+	}), nil
+}
+
+// startNodeEgress serves, on the unix socket path in the host, an HTTP CONNECT proxy
+// that dials inside the node's network namespace: kube-apiserver's egress selector
+// sends what it dials in the cluster there (the kubelet for logs, exec and
+// port-forward, pods for their proxy), since the host has no route into the
+// namespace. The kubelet is asked for by the node's name or address and listens on the
+// namespace's loopback.
+func startNodeEgress(netns, path string) (*forwarder, error) {
+	_ = os.Remove(path)
+	listener, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	return serveForwarder(path, listener, func(in net.Conn) (net.Conn, net.Conn, error) {
+		_ = in.SetReadDeadline(time.Now().Add(10 * time.Second))
+		reader := bufio.NewReader(in)
+		req, err := http.ReadRequest(reader)
+		if err != nil {
+			return in, nil, err
+		}
+		_ = in.SetReadDeadline(time.Time{})
+		host, port, err := net.SplitHostPort(req.Host)
+		if req.Method != http.MethodConnect || err != nil {
+			_, _ = io.WriteString(in, "HTTP/1.1 400 Bad Request\r\n\r\n")
+			return in, nil, fmt.Errorf("not a CONNECT to host:port: %s %s", req.Method, req.Host)
+		}
+		if host == NodeName || host == nodeAPIServerIP.String() {
+			host = "127.0.0.1"
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		out, err := dialInNetns(ctx, netns, "tcp", net.JoinHostPort(host, port))
+		if err != nil {
+			_, _ = io.WriteString(in, "HTTP/1.1 502 Bad Gateway\r\n\r\n")
+			return in, nil, err
+		}
+		if _, err := io.WriteString(in, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+			out.Close()
+			return in, nil, err
+		}
+		// What the client sent after its CONNECT is in the reader's buffer.
+		return bufferedConn{Conn: in, reader: reader}, out, nil
+	}), nil
+}
+
+// bufferedConn reads through a bufio.Reader that may hold bytes already read from Conn.
+type bufferedConn struct {
+	net.Conn
+	reader *bufio.Reader
+}
+
+func (c bufferedConn) Read(p []byte) (int, error) { return c.reader.Read(p) }
+
+// CloseWrite half-closes Conn where it can, as relay does to its other ends.
+func (c bufferedConn) CloseWrite() error {
+	if half, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return half.CloseWrite()
+	}
+	return nil
+}
+
+// serveForwarder relays each connection accepted on listener to the connection dial
+// opens for it (dial may read from the accepted one first and returns what to relay).
+func serveForwarder(address string, listener net.Listener, dial func(in net.Conn) (net.Conn, net.Conn, error)) *forwarder {
+	f := &forwarder{address: address, listener: listener, conns: map[net.Conn]struct{}{}}
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
@@ -916,15 +996,14 @@ func startForwarder(netns, listen, target string) (*forwarder, error) {
 			f.wg.Add(1)
 			go func() {
 				defer f.wg.Done()
-				f.relay(in, target)
+				f.relay(dial(in))
 			}()
 		}
 	}()
-	return f, nil
+	return f
 }
 
-func (f *forwarder) relay(in net.Conn, target string) {
-	out, err := net.DialTimeout("tcp", target, 5*time.Second)
+func (f *forwarder) relay(in, out net.Conn, err error) {
 	if err != nil {
 		in.Close()
 		return
@@ -935,8 +1014,8 @@ func (f *forwarder) relay(in net.Conn, target string) {
 	done := make(chan struct{}, 2)
 	copyHalf := func(dst, src net.Conn) {
 		_, _ = io.Copy(dst, src)
-		if tcp, ok := dst.(*net.TCPConn); ok {
-			_ = tcp.CloseWrite()
+		if half, ok := dst.(interface{ CloseWrite() error }); ok {
+			_ = half.CloseWrite()
 		}
 		done <- struct{}{}
 	}
@@ -995,6 +1074,18 @@ func (cp *ControlPlane) KubeletAPI(cert *tls.Certificate) (*http.Client, string)
 		return dialInNetns(ctx, netns, network, address)
 	}
 	return client, "https://127.0.0.1:10250"
+}
+
+// PodNetworkClient returns an HTTP client that dials from inside the node's network
+// namespace, where the pods' addresses (cni0, 10.244.0.0/24) are reachable: a test
+// reads a pod's port through it (Prometheus' API) as a client on the node would.
+func (cp *ControlPlane) PodNetworkClient() *http.Client {
+	netns := cp.node.record.Netns
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, address string) (net.Conn, error) {
+			return dialInNetns(ctx, netns, network, address)
+		},
+	}}
 }
 
 // dialInNetns opens a connection from inside a network namespace, as listenInNetns

@@ -22,7 +22,7 @@ const NodeName = "mini-kcm-node"
 const PauseImage = "registry.local/pause:dev"
 
 // NodeInstallCommand installs what the node needs on Debian or Ubuntu.
-const NodeInstallCommand = "apt-get install -y containerd runc containernetworking-plugins iptables conntrack iproute2 util-linux"
+const NodeInstallCommand = "apt-get install -y containerd runc containernetworking-plugins iptables conntrack iproute2 util-linux curl"
 
 type node struct{}
 
@@ -62,3 +62,6 @@ func cleanupAbandonedNodes()                             {}
 
 // KubeletAPI needs the node, which needs Linux.
 func (cp *ControlPlane) KubeletAPI(*tls.Certificate) (*http.Client, string) { return nil, "" }
+
+// PodNetworkClient needs the node, which needs Linux.
+func (cp *ControlPlane) PodNetworkClient() *http.Client { return nil }

@@ -49,15 +49,11 @@ func operatorCRDs(t *testing.T, kinds ...string) []string {
 	return files
 }
 
-// deploy/monitoring, the Component an overlay adds for clusters that run the
-// Prometheus Operator, applies on a real apiserver with the operator's CRDs installed:
-// the apiserver validates the PodMonitor and the PrometheusRule against the CRDs'
-// schemas (kubectl's strict field validation refuses unknown fields), first in a
-// server-side dry run as the README's steps do, then for real. Its grants then let
-// Prometheus' ServiceAccount read /metrics and nothing else, and the status role read
-// /statusz.
-func TestTheMonitoringComponentAppliesWithTheOperatorsCRDs(t *testing.T) {
-	crds := operatorCRDs(t, "podmonitors", "prometheusrules")
+// installOperatorCRDs applies the operator's CRDs of kinds, waits until they are
+// established and deletes them when the test ends.
+func installOperatorCRDs(t *testing.T, kinds ...string) {
+	t.Helper()
+	crds := operatorCRDs(t, kinds...)
 	for _, crd := range crds {
 		kubectl(t, "apply", "--server-side", "-f", crd)
 	}
@@ -68,14 +64,35 @@ func TestTheMonitoringComponentAppliesWithTheOperatorsCRDs(t *testing.T) {
 			}
 		}
 	})
-	kubectl(t, "wait", "--for=condition=Established", "--timeout=1m",
-		"crd/podmonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com")
-	kubectl(t, "create", "namespace", "monitoring")
+	names := []string{"--for=condition=Established", "--timeout=1m"}
+	for _, kind := range kinds {
+		names = append(names, "crd/"+kind+".monitoring.coreos.com")
+	}
+	kubectl(t, append([]string{"wait"}, names...)...)
+}
+
+// createNamespaceOnCleanupDelete creates the namespace and deletes it, waiting, when the
+// test ends.
+func createNamespaceOnCleanupDelete(t *testing.T, ns string) {
+	t.Helper()
+	kubectl(t, "create", "namespace", ns)
 	t.Cleanup(func() {
-		if out, err := kubectlErr(t, "delete", "namespace", "monitoring", "--ignore-not-found", "--wait=true", "--timeout=2m"); err != nil {
-			t.Logf("deleting the namespace monitoring: %v\n%s", err, out)
+		if out, err := kubectlErr(t, "delete", "namespace", ns, "--ignore-not-found", "--wait=true", "--timeout=2m"); err != nil {
+			t.Logf("deleting the namespace %s: %v\n%s", ns, err, out)
 		}
 	})
+}
+
+// deploy/monitoring, the Component an overlay adds for clusters that run the
+// Prometheus Operator, applies on a real apiserver with the operator's CRDs installed:
+// the apiserver validates the PodMonitor and the PrometheusRule against the CRDs'
+// schemas (kubectl's strict field validation refuses unknown fields), first in a
+// server-side dry run as the README's steps do, then for real. Its grants then let
+// Prometheus' ServiceAccount read /metrics and nothing else, and the status role read
+// /statusz.
+func TestTheMonitoringComponentAppliesWithTheOperatorsCRDs(t *testing.T) {
+	installOperatorCRDs(t, "podmonitors", "prometheusrules")
+	createNamespaceOnCleanupDelete(t, "monitoring")
 
 	// The roles the Component binds come with every install (deploy/rbac/).
 	rbac, monitoring := repoPath(t, "deploy/rbac"), repoPath(t, "deploy/monitoring")
