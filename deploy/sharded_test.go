@@ -16,9 +16,6 @@ import (
 	"github.com/mini-kcm/mini-kcm/leaderelection"
 )
 
-// shardsPatchFile is the sharded overlay's JSON patch of the StatefulSet.
-const shardsPatchFile = "sharded/shards-patch.yaml"
-
 // objectKey names an object in a build.
 func objectKey(t *testing.T, o runtime.Object) string {
 	t.Helper()

@@ -249,16 +249,7 @@ func runRunbookCommands(t *testing.T, caPEM []byte) {
 	if err := os.WriteFile(filepath.Join(work, "ca.crt"), caPEM, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	kubectlPath, err := controlplane.Binary(controlplane.Kubectl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := t.TempDir()
-	for name, target := range map[string]string{"mini-kcm": framework.MiniKCMBinary(t), "kubectl": kubectlPath} {
-		if err := os.Symlink(target, filepath.Join(bin, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	bin := documentedBinaries(t)
 	run := func(command string) string {
 		t.Helper()
 		out, err := runDocumented(t, bin, work, command)

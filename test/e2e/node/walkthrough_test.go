@@ -152,6 +152,14 @@ func newDocRunner(t *testing.T) *docRunner {
 	if err != nil {
 		t.Fatal(err)
 	}
+	bin := documentedBinaries(t)
+	return &docRunner{t: t, readme: string(readme), bin: bin, manifestPath: filepath.Join(t.TempDir(), "kube-controller-manager.yaml")}
+}
+
+// documentedBinaries returns a directory that holds what the docs' commands call by
+// name: `mini-kcm` (the binary under test) and `kubectl` (the control plane's).
+func documentedBinaries(t *testing.T) string {
+	t.Helper()
 	kubectlPath, err := controlplane.Binary(controlplane.Kubectl)
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +170,7 @@ func newDocRunner(t *testing.T) *docRunner {
 			t.Fatal(err)
 		}
 	}
-	return &docRunner{t: t, readme: string(readme), bin: bin, manifestPath: filepath.Join(t.TempDir(), "kube-controller-manager.yaml")}
+	return bin
 }
 
 // mentions fails the test unless the page shows text.
